@@ -1,0 +1,83 @@
+"""The platform's FastAPI application."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+
+from api.errors import install_error_handlers
+from api.routers import health
+from api.state import AppState
+from core.database import check_database, make_engine, make_session_factory
+from core.runtime import DatabaseHandle, open_database
+from core.settings import Settings
+from core.telemetry import request_id_var
+from ingestion.celery_app import create_celery
+
+log = logging.getLogger("groundwork.api")
+
+
+def build_state(settings: Settings, database: DatabaseHandle | None = None) -> AppState:
+    """Connect to everything the API needs; raises DatabaseNotReady with a clear message."""
+    database = database or open_database(settings)
+    engine = make_engine(database.url)
+    pgvector_version = check_database(engine)
+    return AppState(
+        settings=settings,
+        database=database,
+        engine=engine,
+        sessions=make_session_factory(engine),
+        celery=create_celery(settings, database.url),
+        pgvector_version=pgvector_version,
+    )
+
+
+def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
+    """The app; `state` is built at start-up unless given (the CLI builds it first to fail early)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        nonlocal state
+        state = state or build_state(settings)
+        app.state.groundwork = state
+        log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
+        try:
+            yield
+        finally:
+            for closer in state.extras.values():
+                if hasattr(closer, "shutdown"):
+                    closer.shutdown()
+            state.engine.dispose()
+
+    app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+
+    @app.middleware("http")
+    async def request_context(request: Request, call_next):
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        token = request_id_var.set(rid)
+        start = time.perf_counter()
+        try:
+            response = await call_next(request)
+        finally:
+            request_id_var.reset(token)
+        response.headers["x-request-id"] = rid
+        log.info(
+            "request",
+            extra={
+                "request_id": rid,
+                "method": request.method,
+                "path": request.url.path,
+                "status": response.status_code,
+                "ms": round((time.perf_counter() - start) * 1000, 1),
+            },
+        )
+        return response
+
+    app.include_router(health.router)
+    return app

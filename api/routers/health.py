@@ -1,0 +1,56 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from api.deps import StateDep
+from core.database import DatabaseNotReady, check_migrated
+from core.registry import ModelNotAvailable, resolve_model
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+def _check_database(state) -> str:
+    check_migrated(state.engine)
+    return "ok"
+
+
+def _check_broker(state) -> str:
+    with state.celery.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=2)
+    return "ok"
+
+
+def _check_models(state) -> str:
+    for spec in (state.settings.embedding_model, state.settings.llm_model):
+        resolve_model(spec, offline=state.settings.hf_offline)
+    return "ok"
+
+
+@router.get("/readyz")
+async def readyz(state: StateDep) -> JSONResponse:
+    """Database migrated and reachable, broker reachable, configured models resolvable."""
+    checks = {"database": _check_database, "broker": _check_broker, "models": _check_models}
+    results: dict[str, str] = {}
+    for name, check in checks.items():
+        try:
+            results[name] = await asyncio.to_thread(check, state)
+        except (DatabaseNotReady, ModelNotAvailable) as exc:
+            results[name] = f"error: {exc}"
+        except Exception as exc:  # any failure to reach a dependency is "not ready"
+            results[name] = f"error: {type(exc).__name__}: {exc}"
+    ready = all(v == "ok" for v in results.values())
+    if ready:
+        return JSONResponse({"status": "ready", "checks": results})
+    body = {"error": {"code": "not_ready", "message": "a dependency is not ready", "details": results}}
+    return JSONResponse(status_code=503, content=body)

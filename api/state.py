@@ -1,0 +1,23 @@
+"""What the API process holds for its lifetime: database, session factory, Celery app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from celery import Celery
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.runtime import DatabaseHandle
+from core.settings import Settings
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    database: DatabaseHandle
+    engine: Engine
+    sessions: sessionmaker[Session]
+    celery: Celery
+    pgvector_version: tuple[int, ...]
+    extras: dict = field(default_factory=dict)  # lazily built heavy objects (embedders, engines)

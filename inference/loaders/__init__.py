@@ -1,0 +1,48 @@
+"""Load a model and its tokenizer from a GGUF file or an HF safetensors directory."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from inference.loaders.gguf_file import cached_hf_dir, convert
+from inference.loaders.hf_dir import iter_weights, load_tokenizer, read_model_config
+from inference.models.llama import LlamaForCausalLM
+
+
+@contextmanager
+def hf_directory(path: Path, cache_dir: Path | None) -> Iterator[Path]:
+    """An HF checkpoint directory for `path`; GGUF files are converted (and cached when `cache_dir` is set)."""
+    if path.is_dir():
+        yield path
+    elif path.suffix != ".gguf":
+        raise ValueError(f"expected a .gguf file or an HF checkpoint directory, got {path}")
+    elif cache_dir is not None:
+        yield cached_hf_dir(path, cache_dir)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            convert(path, Path(tmp))
+            yield Path(tmp)
+
+
+def load_model(
+    path: Path, cache_dir: Path | None, device: torch.device, dtype: torch.dtype
+) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
+    with hf_directory(path, cache_dir) as directory:
+        cfg = read_model_config(directory)
+        tokenizer = load_tokenizer(directory)
+        # NOTE: built on the meta device so no time goes into a random init that load_weights overwrites;
+        # load_weights raises if any parameter is left unset.
+        with torch.device("meta"):
+            model = LlamaForCausalLM(cfg)
+        model = model.to_empty(device=device).to(dtype)
+        model.load_weights(iter_weights(directory))
+    return model.eval(), tokenizer
+
+
+__all__ = ["hf_directory", "load_model"]

@@ -1,0 +1,123 @@
+"""Decoder-only transformer of the Llama and Qwen2 families, over a flat batch of tokens.
+
+Tokens of all sequences in a step are concatenated (`[num_tokens, hidden]`, no padding); attention is
+the only place that knows about sequences, through `AttentionMetadata` and the paged KV cache.
+Q/K/V and gate/up projections are fused into one matmul each (fewer, larger kernels per layer);
+`load_weights` accepts HF parameter names and stacks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inference.attention import AttentionMetadata, paged_attention
+from inference.config import ModelConfig
+from inference.models.rope import apply_rope
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 like HF, whatever the model dtype.
+        return F.rms_norm(x.float(), self.weight.shape, self.weight.float(), self.eps).to(x.dtype)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        q_size, kv_size = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        self.qkv_proj = nn.Linear(cfg.hidden_size, q_size + 2 * kv_size, bias=cfg.attention_bias)
+        self.o_proj = nn.Linear(q_size, cfg.hidden_size, bias=False)
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        n = x.shape[0]
+        qkv = self.qkv_proj(self.input_layernorm(x)).view(n, self.num_heads + 2 * self.num_kv_heads, self.head_dim)
+        qk = apply_rope(qkv[:, : self.num_heads + self.num_kv_heads], *rope)
+        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
+        v = qkv[:, self.num_heads + self.num_kv_heads :]
+        attn = paged_attention(q, k, v, cache, meta)
+        x = x + self.o_proj(attn.view(n, -1))
+        gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).chunk(2, dim=-1)
+        return x + self.down_proj(F.silu(gate) * up)
+
+
+class LlamaForCausalLM(nn.Module):
+    """Also serves Qwen2 (same graph plus Q/K/V biases, which `ModelConfig.attention_bias` turns on)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        kv_caches: list[torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """Final hidden states `[num_tokens, hidden]` (normalised); `compute_logits` projects the ones needed."""
+        x = self.embed_tokens(input_ids)
+        for layer, cache in zip(self.layers, kv_caches, strict=True):
+            x = layer(x, rope, cache, meta)
+        return self.norm(x)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()
+
+    @torch.no_grad()
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors in, stacking q/k/v and gate/up; raise if any parameter is left unset."""
+        params = dict(self.named_parameters())
+        cfg = self.config
+        q_size, kv_size = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        fused = {
+            "q_proj": ("qkv_proj", 0, q_size), "k_proj": ("qkv_proj", q_size, kv_size),
+            "v_proj": ("qkv_proj", q_size + kv_size, kv_size),
+            "gate_proj": ("gate_up_proj", 0, cfg.intermediate_size),
+            "up_proj": ("gate_up_proj", cfg.intermediate_size, cfg.intermediate_size),
+        }
+        loaded: dict[str, int] = {}
+        for hf_name, tensor in weights:
+            name = hf_name.removeprefix("model.").replace("self_attn.", "").replace("mlp.", "")
+            if "rotary_emb" in name or (name == "lm_head.weight" and self.lm_head is None):
+                continue
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[-2] in fused:
+                target, offset, size = fused[parts[-2]]
+                name = ".".join([*parts[:-2], target, parts[-1]])
+                _copy(params[name].narrow(0, offset, size), tensor, hf_name)
+                loaded[name] = loaded.get(name, 0) + size
+            elif name in params:
+                _copy(params[name], tensor, hf_name)
+                loaded[name] = params[name].shape[0]
+            else:
+                raise KeyError(f"unexpected weight {hf_name!r}")
+        missing = [n for n, p in params.items() if loaded.get(n) != p.shape[0]]
+        if missing:
+            raise KeyError(f"weights missing for {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
+    if dst.shape != src.shape:  # copy_ would broadcast a wrong shape silently
+        raise ValueError(f"weight {name!r} has shape {tuple(src.shape)}, expected {tuple(dst.shape)}")
+    dst.copy_(src)

@@ -1,0 +1,110 @@
+"""The contract between the engine and its front-ends (OpenAI server, RAG pipeline, agents).
+
+Front-ends build a `SamplingParams` and a list of prompt token ids, call `EngineClient.generate`
+and consume `RequestOutput` deltas. Nothing here depends on torch, so callers that only talk to a
+remote OpenAI-compatible server can import it cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+FinishReason = Literal["stop", "length", "abort", "tool_calls"]
+
+
+class EngineError(Exception):
+    """Base class of errors the engine reports to callers."""
+
+
+class InvalidRequestError(EngineError):
+    """The request cannot be served as asked (maps to HTTP 400)."""
+
+
+class EngineOverloadedError(EngineError):
+    """The waiting queue is full (maps to HTTP 503 with Retry-After)."""
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass
+class SamplingParams:
+    """Per-request decoding options; `temperature == 0` means greedy."""
+
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = disabled
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None  # number of top logprobs to return per token; None = off
+
+    def validate(self) -> None:
+        if self.max_tokens <= 0:
+            raise InvalidRequestError("max_tokens must be >= 1")
+        if self.temperature < 0:
+            raise InvalidRequestError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise InvalidRequestError("top_p must be in (0, 1]")
+        if self.top_k < 0:
+            raise InvalidRequestError("top_k must be >= 0")
+        if not 0 <= self.min_p <= 1:
+            raise InvalidRequestError("min_p must be in [0, 1]")
+        if self.repetition_penalty <= 0:
+            raise InvalidRequestError("repetition_penalty must be > 0")
+        if self.logprobs is not None and not 0 <= self.logprobs <= 20:
+            raise InvalidRequestError("logprobs must be in [0, 20]")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class RequestOutput:
+    """One streamed delta of a request; the last one has `finished=True`."""
+
+    request_id: str
+    new_token_ids: list[int]
+    new_text: str
+    finished: bool = False
+    finish_reason: FinishReason | None = None
+    num_prompt_tokens: int = 0
+    num_output_tokens: int = 0
+    num_cached_tokens: int = 0
+    logprobs: list[TokenLogprob] | None = None
+
+
+class EngineClient(Protocol):
+    """What a front-end needs from an engine, in-process or remote."""
+
+    model_name: str
+    max_model_len: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]: ...
+
+    def generate(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> AsyncIterator[RequestOutput]: ...
+
+    async def abort(self, request_id: str) -> None: ...

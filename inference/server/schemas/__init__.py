@@ -1,0 +1,1 @@
+"""Pydantic models of the OpenAI-compatible API, one module per resource."""

@@ -1,0 +1,82 @@
+"""The Celery application. Broker and result backend come from settings:
+
+- `GROUNDWORK_BROKER_URL=redis://...`: Redis (production, and the tests).
+- unset: kombu's SQLAlchemy transport on the platform's own Postgres, so the embedded default needs
+  no broker server. Results go to the same database unless `GROUNDWORK_RESULT_BACKEND` is set.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from sqlalchemy import create_engine
+
+from core.database import sqlalchemy_url
+from core.settings import Settings
+
+TASK_MODULES = ["ingestion.tasks"]
+
+
+def broker_urls(settings: Settings, database_url: str) -> tuple[str, str]:
+    db = sqlalchemy_url(database_url)
+    broker = settings.broker_url or f"sqla+{db}"
+    if settings.result_backend:
+        backend = settings.result_backend
+    elif broker.startswith(("redis://", "rediss://")):
+        backend = broker
+    else:
+        backend = f"db+{db}"
+    return broker, backend
+
+
+def prepare_broker_tables(broker: str, backend: str) -> None:
+    """Create the SQLAlchemy transport's and result backend's tables up front.
+
+    NOTE: kombu and Celery create them lazily, and a client and a worker starting together race on
+    CREATE TABLE; creating them once before either starts avoids that.
+    """
+    if broker.startswith("sqla+"):
+        from kombu.transport.sqlalchemy.models import metadata as kombu_metadata
+
+        engine = create_engine(broker.removeprefix("sqla+"))
+        kombu_metadata.create_all(engine)
+        engine.dispose()
+    if backend.startswith("db+"):
+        from celery.backends.database.session import ResultModelBase
+
+        engine = create_engine(backend.removeprefix("db+"))
+        ResultModelBase.metadata.create_all(engine)
+        engine.dispose()
+
+
+def create_celery(settings: Settings, database_url: str) -> Celery:
+    broker, backend = broker_urls(settings, database_url)
+    app = Celery("groundwork", broker=broker, backend=backend, include=TASK_MODULES)
+    app.conf.update(
+        task_default_queue=settings.celery_queue,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_track_started=True,
+        broker_connection_retry_on_startup=True,
+        result_extended=True,
+        # NOTE: the SQLAlchemy transport hands every transport option to create_engine(), so
+        # only Redis gets them.
+        broker_transport_options={"visibility_timeout": 3600} if broker.startswith("redis") else {},
+        worker_hijack_root_logger=False,
+    )
+    app.conf.groundwork_settings = settings
+    app.conf.groundwork_database_url = database_url
+    return app
+
+
+def celery_from_env() -> Celery:
+    """Entry point for `celery -A ingestion.celery_app:celery_from_env` style use and for workers."""
+    from core.settings import get_settings
+
+    settings = get_settings()
+    url = settings.database_url or os.environ.get("GROUNDWORK_DATABASE_URL")
+    if not url:
+        raise RuntimeError("the worker needs GROUNDWORK_DATABASE_URL (groundwork up/worker sets it)")
+    return create_celery(settings, url)
