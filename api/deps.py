@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError
 from api.state import AppState
-from core.models import ApiKey
 from core.settings import Settings
+from core.tenancy import authenticate
 
 DEFAULT_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
@@ -49,10 +46,6 @@ def get_session(state: StateDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def hash_api_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
 def get_current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> uuid.UUID:
     header = request.headers.get("authorization", "")
     if not header:
@@ -62,11 +55,10 @@ def get_current_tenant(request: Request, session: SessionDep, settings: Settings
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key:
         raise ApiError(401, "unauthorized", "malformed Authorization header; expected 'Bearer <key>'")
-    api_key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_api_key(key.strip())))
-    if api_key is None or api_key.revoked_at is not None:
+    tenant_id = authenticate(session, key.strip())
+    if tenant_id is None:
         raise ApiError(401, "unauthorized", "unknown or revoked API key")
-    api_key.last_used_at = datetime.now(UTC)
-    return api_key.tenant_id
+    return tenant_id
 
 
 CurrentTenant = Annotated[uuid.UUID, Depends(get_current_tenant)]

@@ -6,13 +6,14 @@ import importlib.metadata
 
 import typer
 
-from cli import db, models, services
+from cli import db, keys, models, services
 
 app = typer.Typer(
     help="Groundwork: self-hosted RAG and agents with its own inference engine.", no_args_is_help=True
 )
 app.add_typer(db.app, name="db")
 app.add_typer(models.app, name="models")
+app.add_typer(keys.app, name="keys")
 app.command()(services.up)
 app.command()(services.api)
 app.command()(services.worker)

@@ -106,6 +106,7 @@ class Document(_Timestamps, Base):
         UniqueConstraint("collection_id", "source_id"),
         Index("ix_documents_collection_hash", "collection_id", "content_hash"),
         Index("ix_documents_collection_status", "collection_id", "status"),
+        Index("ix_documents_job_status", "job_id", "status"),  # migration 0002_ingestion
     )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
@@ -122,6 +123,11 @@ class Document(_Timestamps, Base):
     # Where the uploaded bytes live until they are parsed (blob store key).
     blob_key: Mapped[str | None] = mapped_column(String(200))
     job_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("ingestion_jobs.id", ondelete="SET NULL"))
+    # Ingestion ownership (migration 0002_ingestion): the Celery task id working on the document, its
+    # last sign of life, and how many times a worker claimed it (see ingestion/README.md, recovery).
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     collection: Mapped[Collection] = relationship(back_populates="documents")
 
@@ -155,6 +161,7 @@ class Chunk(Base):
 
 class IngestionJob(_Timestamps, Base):
     __tablename__ = "ingestion_jobs"
+    __table_args__ = (Index("ix_ingestion_jobs_status", "status"),)  # migration 0002_ingestion
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
     collection_id: Mapped[uuid.UUID] = mapped_column(

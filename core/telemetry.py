@@ -37,3 +37,5 @@ def configure_logging(level: str = "INFO", json_logs: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # pgserver logs every command it runs at INFO; its failures still come through.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)

@@ -50,6 +50,8 @@ def test_unknown_spec_is_explained(tmp_path):
 
 
 def test_models_verify_command_passes_on_intact_packages():
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "models", "verify"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "models", "verify"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("ok") == len(PACKAGED_MODELS)
