@@ -19,6 +19,7 @@ from pydantic_settings import (
 
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
+from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
 
 
@@ -68,6 +69,7 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    qa: QASettings = Field(default_factory=QASettings)
 
     @classmethod
     def settings_customise_sources(

@@ -1,0 +1,139 @@
+"""Chat backends: what RAG and agents use to generate, in-process or over HTTP.
+
+`LocalChatBackend` drives our engine through `protocol.EngineClient`; `RemoteChatBackend` talks to
+any OpenAI-compatible server (`groundwork engine serve`, vLLM, SGLang). Both stream `ChatDelta`s and
+end with one that carries usage, so callers never care which one they hold.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from inference.protocol import EngineClient, SamplingParams
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        }
+
+
+@dataclass
+class ChatDelta:
+    text: str = ""
+    finished: bool = False
+    finish_reason: str | None = None
+    usage: Usage | None = None  # set on the final delta
+    extra: dict = field(default_factory=dict)
+
+
+class ChatBackend(Protocol):
+    model_name: str
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def stream_chat(
+        self, messages: list[dict], params: SamplingParams, request_id: str | None = None
+    ) -> AsyncIterator[ChatDelta]: ...
+
+
+async def complete_chat(
+    backend: ChatBackend, messages: list[dict], params: SamplingParams
+) -> tuple[str, ChatDelta]:
+    """Run a chat to the end; returns the whole text and the final delta (finish reason, usage)."""
+    parts: list[str] = []
+    final = ChatDelta(finished=True)
+    async for delta in backend.stream_chat(messages, params):
+        parts.append(delta.text)
+        if delta.finished:
+            final = delta
+    return "".join(parts), final
+
+
+class LocalChatBackend:
+    """Our in-process engine."""
+
+    def __init__(self, engine: EngineClient) -> None:
+        self.engine = engine
+        self.model_name = engine.model_name
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.engine.encode(text))
+
+    async def stream_chat(
+        self, messages: list[dict], params: SamplingParams, request_id: str | None = None
+    ) -> AsyncIterator[ChatDelta]:
+        prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
+        async for out in self.engine.generate(request_id or uuid.uuid4().hex, prompt, params):
+            usage = None
+            if out.finished:
+                usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
+            yield ChatDelta(out.new_text, out.finished, out.finish_reason, usage)
+
+
+class RemoteChatBackend:
+    """Any OpenAI-compatible server. Token counts for prompt budgeting use `count_tokens`, a local
+    tokenizer of the same model where one is available (else a 4-characters-per-token estimate)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model_name: str,
+        api_key: str = "none",
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        from openai import AsyncOpenAI
+
+        self.client = AsyncOpenAI(base_url=base_url, api_key=api_key)
+        self.model_name = model_name
+        self._count = count_tokens or (lambda text: max(1, len(text) // 4))
+
+    def count_tokens(self, text: str) -> int:
+        return self._count(text)
+
+    async def stream_chat(
+        self, messages: list[dict], params: SamplingParams, request_id: str | None = None
+    ) -> AsyncIterator[ChatDelta]:
+        extra = {
+            "top_k": params.top_k,
+            "min_p": params.min_p,
+            "repetition_penalty": params.repetition_penalty,
+        }
+        stream = await self.client.chat.completions.create(
+            model=self.model_name,
+            messages=messages,
+            max_tokens=params.max_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            seed=params.seed,
+            stop=params.stop or None,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=extra,
+        )
+        finish_reason = None
+        async for chunk in stream:
+            if chunk.choices:
+                choice = chunk.choices[0]
+                finish_reason = choice.finish_reason or finish_reason
+                if choice.delta and choice.delta.content:
+                    yield ChatDelta(choice.delta.content)
+            if chunk.usage is not None:
+                details = getattr(chunk.usage, "prompt_tokens_details", None)
+                cached = getattr(details, "cached_tokens", 0) or 0
+                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached)
+                yield ChatDelta(finished=True, finish_reason=finish_reason, usage=usage)
