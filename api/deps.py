@@ -56,9 +56,12 @@ def get_current_tenant(request: Request, session: SessionDep, settings: Settings
     if scheme.lower() != "bearer" or not key:
         raise ApiError(401, "unauthorized", "malformed Authorization header; expected 'Bearer <key>'")
     tenant_id = authenticate(session, key.strip())
-    if tenant_id is None:
+    if tenant_id is not None:
+        return tenant_id
+    if settings.auth_required:
         raise ApiError(401, "unauthorized", "unknown or revoked API key")
-    return tenant_id
+    # Auth off: clients that always send some key (the OpenAI SDK does) act as the default tenant.
+    return DEFAULT_TENANT_ID
 
 
 CurrentTenant = Annotated[uuid.UUID, Depends(get_current_tenant)]

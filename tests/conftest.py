@@ -5,6 +5,9 @@ database, settings pointing at it, a Redis broker on a unique queue, and a real 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,11 +33,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
-    """The embedded PostgreSQL 16 + pgvector server (pgserver), shared by the session."""
-    _, server = start_embedded_postgres(tmp_path_factory.mktemp("pg"), database="postgres")
+def pg_server():
+    """The embedded PostgreSQL 16 + pgvector server (pgserver), shared by the session.
+
+    NOTE: not under pytest's tmp dir: run as root, pgserver runs postgres as its own user, which
+    must be able to reach the data directory (pytest's is private to root).
+    """
+    data_dir = Path(tempfile.mkdtemp(prefix="groundwork-test-pg-"))
+    data_dir.chmod(0o755)
+    _, server = start_embedded_postgres(data_dir, database="postgres")
     yield server
     server.cleanup()
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -66,6 +76,7 @@ def settings(tmp_path_factory, database_url) -> Settings:
     return Settings(
         database_url=database_url,
         data_dir=tmp_path_factory.mktemp("data"),
+        model_cache_dir=tmp_path_factory.mktemp("models"),
         celery_queue=unique_name("gwq"),
         log_json=False,
     )

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from agents.qa.attribution import attribute
 from agents.qa.citations import resolve_citations
 from agents.qa.prompt import NO_ANSWER, build_messages, build_rewrite_messages
 from agents.qa.sources import Source, fit_to_budget, order_for_attention
@@ -72,6 +73,7 @@ class AskPipeline:
             max_tokens=request.max_tokens or self.settings.max_tokens,
             temperature=self.settings.temperature if request.temperature is None else request.temperature,
             seed=request.seed,
+            repetition_penalty=self.settings.repetition_penalty,
         )
         gen_start = time.perf_counter()
         parts: list[str] = []
@@ -88,7 +90,10 @@ class AskPipeline:
                 usage, finish_reason = delta.usage or Usage(), delta.finish_reason
         timings["generation_ms"] = (time.perf_counter() - gen_start) * 1000
         timings["total_ms"] = (time.perf_counter() - start) * 1000
-        cited = resolve_citations("".join(parts), sources)
+        answer, attributed = attribute("".join(parts), sources)
+        cited = resolve_citations(answer, sources)
+        for citation in cited.citations:
+            citation["attributed"] = citation["source_number"] in attributed
         yield self._done(cited.answer, cited.citations, cited.invalid, usage, timings, True, finish_reason)
 
     @staticmethod

@@ -16,7 +16,8 @@ INSTRUCTIONS = (
     "- After each sentence that uses a source, cite it with its number in square brackets, "
     "like [1] or [2][3].\n"
     "- If the sources do not contain the answer, say that the documents do not contain it.\n"
-    "- Be concise."
+    "- Be concise: one to three sentences.\n"
+    "Example: if source [2] says 'The bridge opened in 1932.', answer 'The bridge opened in 1932 [2].'"
 )
 
 NO_ANSWER = "The documents in this collection do not contain an answer to this question."

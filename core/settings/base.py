@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from platformdirs import user_data_dir
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -82,6 +82,13 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_toml_path()))
 
-    @property
-    def model_cache_dir(self) -> Path:
-        return self.data_dir / "models"
+    model_cache_dir: Path | None = Field(
+        default=None,  # <data_dir>/models, filled in below
+        description="Where converted weights are cached (default: <data_dir>/models).",
+    )
+
+    @model_validator(mode="after")
+    def _derived_paths(self) -> Settings:
+        if self.model_cache_dir is None:
+            self.model_cache_dir = self.data_dir / "models"
+        return self

@@ -18,6 +18,9 @@ class QASettings(BaseModel):
     )
     max_tokens: int = Field(default=256, description="Default answer length cap (tokens).")
     temperature: float = Field(default=0.0, description="Default sampling temperature of answers.")
+    repetition_penalty: float = Field(
+        default=1.1, description="Discourages the loops small generators fall into on long answers."
+    )
     rewrite_follow_ups: bool = Field(
         default=True, description="Rewrite follow-up questions into stand-alone queries using the history."
     )

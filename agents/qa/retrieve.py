@@ -1,0 +1,62 @@
+"""Retrieval for question answering: search the asked collections and turn hits into sources."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from agents.qa.sources import Source
+from core.models import Collection
+from core.settings import Settings
+from inference.client import ChatBackend
+from retrieval.fusion import RRFFusion
+from retrieval.pipeline import ResultChunk
+from retrieval.service import SearchRequest, search
+from retrieval.types import Hit
+
+
+def relevance(hit: ResultChunk) -> float:
+    """How sure we are that a hit is about the question, on a cosine-like scale: the dense
+    similarity where the dense retriever saw the chunk; a lexical-only match counts as relevant."""
+    if "dense" in hit.scores:
+        return float(hit.scores["dense"])
+    return 1.0 if hit.scores.get("bm25", 0.0) > 0 else 0.0
+
+
+def to_source(hit: ResultChunk) -> Source:
+    return Source(
+        number=0,  # set when the sources are laid out
+        chunk_id=str(hit.chunk_id),
+        document_id=str(hit.document_id),
+        title=hit.title or hit.source_id,
+        text=hit.text,
+        score=relevance(hit),
+        page=hit.page,
+        char_start=hit.char_start,
+        char_end=hit.char_end,
+    )
+
+
+async def retrieve_sources(
+    session: Session,
+    settings: Settings,
+    collections: list[Collection],
+    request: SearchRequest,
+    chat: ChatBackend | None,
+) -> tuple[list[Source], dict[str, float]]:
+    """Best-first sources across `collections` (rank-fused when several) and timings in ms."""
+    rankings: list[list[ResultChunk]] = []
+    timings: dict[str, float] = {}
+    for collection in collections:
+        debug_request = request.model_copy(update={"debug": True})  # debug carries the stage timings
+        result = await search(session, settings.retrieval, collection, debug_request, chat=chat)
+        rankings.append(result.results)
+        for stage, ms in result.debug.get("timings_ms", {}).items():
+            key = "retrieval_ms" if stage == "total" else f"{stage}_ms"
+            timings[key] = timings.get(key, 0.0) + ms
+    by_id = {hit.chunk_id: hit for ranking in rankings for hit in ranking}
+    fused = RRFFusion(settings.retrieval.fusion).run(
+        {f"collection#{i}": [Hit(h.chunk_id, h.score) for h in ranking] for i, ranking in enumerate(rankings)}
+    )
+    ranked = [by_id[h.chunk_id] for h in fused]
+    top_k = request.top_k or settings.qa.top_k
+    return [to_source(hit) for hit in ranked[:top_k]], timings

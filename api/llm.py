@@ -1,0 +1,41 @@
+"""The generator the API uses: the in-process engine (built once, on first use) or a remote
+OpenAI-compatible server when `GROUNDWORK_ENGINE__LLM_BASE_URL` is set."""
+
+from __future__ import annotations
+
+import threading
+
+from api.state import AppState
+from core.registry import resolve_model
+from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
+from inference.protocol import EngineClient
+
+_build_lock = threading.Lock()
+
+
+def local_engine(state: AppState) -> EngineClient:
+    """The in-process engine, loaded and started on first call (model load takes seconds)."""
+    engine = state.extras.get("engine")
+    if engine is not None:
+        return engine
+    with _build_lock:
+        if "engine" not in state.extras:
+            from inference.async_engine import AsyncLLMEngine  # torch + model: only when generating
+
+            settings = state.settings
+            resolved = resolve_model(settings.llm_model, offline=settings.hf_offline)
+            engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=settings.llm_model)
+            engine.start()
+            state.extras["engine"] = engine
+    return state.extras["engine"]
+
+
+def chat_backend(state: AppState) -> ChatBackend:
+    settings = state.settings
+    if settings.engine.llm_base_url:
+        backend = state.extras.get("remote_backend")
+        if backend is None:
+            backend = RemoteChatBackend(settings.engine.llm_base_url, settings.llm_model)
+            state.extras["remote_backend"] = backend
+        return backend
+    return LocalChatBackend(local_engine(state))

@@ -1,0 +1,69 @@
+"""Platform metrics on /metrics: question answering latency and the prefix-cache hit rate of its prompts."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from api.state import AppState
+
+router = APIRouter(tags=["metrics"])
+
+
+class PlatformMetrics:
+    def __init__(self) -> None:
+        self.prompt_total = 0
+        self.cached_total = 0
+        self.registry = CollectorRegistry()
+        self.asks = Counter("groundwork_ask_requests", "Answered /v1/ask requests", registry=self.registry)
+        self.prompt_tokens = Counter(
+            "groundwork_ask_prompt_tokens", "Prompt tokens of /v1/ask generations", registry=self.registry
+        )
+        self.cached_tokens = Counter(
+            "groundwork_ask_cached_prompt_tokens",
+            "Prompt tokens of /v1/ask served from the prefix cache",
+            registry=self.registry,
+        )
+        self.hit_rate = Gauge(
+            "groundwork_ask_prefix_cache_hit_rate",
+            "Cached / prompt tokens over all /v1/ask traffic",
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "groundwork_ask_stage_seconds",
+            "Latency of /v1/ask stages",
+            ["stage"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+
+
+def record_ask(state: AppState, usage: dict, timings: dict) -> None:
+    metrics: PlatformMetrics = state.extras.setdefault("metrics", PlatformMetrics())
+    metrics.asks.inc()
+    prompt = usage.get("prompt_tokens", 0)
+    cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    metrics.prompt_tokens.inc(prompt)
+    metrics.cached_tokens.inc(cached)
+    metrics.prompt_total += prompt
+    metrics.cached_total += cached
+    metrics.hit_rate.set(metrics.cached_total / metrics.prompt_total if metrics.prompt_total else 0.0)
+    for stage in ("retrieval_ms", "rerank_ms", "ttft_ms", "total_ms"):
+        if stage in timings:
+            metrics.latency.labels(stage.removesuffix("_ms")).observe(timings[stage] / 1000)
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    """Prometheus metrics of the platform API."""
+    state: AppState = request.app.state.groundwork
+    registry = state.extras.setdefault("metrics", PlatformMetrics()).registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,138 @@
+"""POST /v1/ask: grounded answers with citations, streamed or whole, in conversations."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field, model_validator
+from sqlalchemy.orm import Session
+
+from agents.qa.pipeline import AskPipeline, AskRequest
+from agents.qa.retrieve import retrieve_sources
+from agents.qa.store import get_conversation, history, record_turn
+from api.deps import CurrentTenant, StateDep
+from api.errors import ApiError
+from api.llm import chat_backend
+from api.metrics import record_ask
+from api.routers.collections import get_collection
+from api.state import AppState
+from retrieval.service import SearchRequest
+
+router = APIRouter(prefix="/v1", tags=["ask"])
+
+
+class Generation(BaseModel):
+    max_tokens: int | None = Field(default=None, ge=1, le=4096)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    seed: int | None = None
+
+
+class AskBody(BaseModel):
+    question: str = Field(min_length=1, max_length=8000)
+    collection: str | None = Field(default=None, description="A collection's id or name.")
+    collections: list[str] = Field(default_factory=list, description="Several collections (ids or names).")
+    conversation_id: uuid.UUID | None = None
+    retrieval: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Search overrides: mode, top_k, rerank, transform, filters, options.",
+    )
+    generation: Generation = Field(default_factory=Generation)
+    stream: bool = False
+
+    @model_validator(mode="after")
+    def _one_collection_at_least(self) -> AskBody:
+        if self.collection:
+            self.collections = [self.collection, *self.collections]
+        if not self.collections:
+            raise ValueError("give collection or collections")
+        return self
+
+
+async def run_ask(
+    state: AppState,
+    session: Session,
+    tenant: uuid.UUID,
+    body: AskBody,
+    history_override: list[dict] | None = None,
+    persist: bool = True,
+) -> AsyncIterator[dict]:
+    """The pipeline's events, persisted at the end (unless `persist` is off); the caller streams or
+    collects them. `history_override` supplies prior turns directly (OpenAI-style requests)."""
+    collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(body.collections)]
+    conversation = None
+    if body.conversation_id:
+        conversation = get_conversation(session, tenant, body.conversation_id)
+        if conversation is None:
+            raise ApiError(404, "conversation_not_found", f"no conversation {body.conversation_id}")
+    try:
+        search = SearchRequest(query=body.question, **body.retrieval)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
+    backend = chat_backend(state)
+
+    async def retrieve(query: str):
+        return await retrieve_sources(
+            session, state.settings, collections, search.model_copy(update={"query": query}), backend
+        )
+
+    pipeline = AskPipeline(retrieve, backend, state.settings.qa)
+    request = AskRequest(
+        question=body.question,
+        history=history_override or (history(session, conversation) if conversation else []),
+        **body.generation.model_dump(),
+    )
+    query = body.question
+    async for event in pipeline.run(request):
+        if event["type"] == "sources":
+            query = event["query"]
+        if event["type"] == "done":
+            record_ask(state, event["usage"], event["timings"])
+            if persist:
+                conv, message = record_turn(
+                    session, tenant, conversation, [c.id for c in collections], body.question, event, query
+                )
+                session.commit()
+                event = {**event, "conversation_id": str(conv.id), "message_id": str(message.id)}
+        yield event
+
+
+def _sse(event: dict) -> str:
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+
+
+@router.post("/ask")
+async def ask(body: AskBody, tenant: CurrentTenant, state: StateDep):
+    """Answer a question from the collections' documents, citing the chunks it used."""
+    # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
+    session = state.sessions()
+    events = run_ask(state, session, tenant, body)
+    try:
+        first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
+    except BaseException:
+        session.close()
+        raise
+    if body.stream:
+
+        async def stream() -> AsyncIterator[str]:
+            try:
+                yield _sse(first)
+                async for event in events:
+                    yield _sse(event)
+            finally:
+                session.close()
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+    try:
+        done = [event async for event in events if event["type"] == "done"][-1]
+    finally:
+        session.close()
+    return {
+        **{k: v for k, v in done.items() if k != "type"},
+        "query": first["query"],
+        "sources": first["sources"],
+    }

@@ -1,0 +1,159 @@
+"""POST /v1/chat/completions, OpenAI-compatible at the platform level.
+
+`model: "rag/<collection>"` runs the grounded question-answering pipeline on that collection (the
+last user message is the question, earlier turns the history); citations ride along in an extra
+`citations` field of the response and of the final stream chunk. Any other model name passes
+through to the generator (the in-process engine or the configured remote server).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import CurrentTenant, StateDep
+from api.errors import ApiError
+from api.llm import chat_backend
+from api.routers.ask import AskBody, Generation, run_ask
+from api.state import AppState
+from inference.protocol import InvalidRequestError, SamplingParams
+
+router = APIRouter(prefix="/v1", tags=["chat"])
+
+RAG_PREFIX = "rag/"
+
+
+class ChatMessage(BaseModel):
+    role: str = Field(pattern="^(system|user|assistant)$")
+    content: str
+
+
+class ChatBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    max_tokens: int | None = Field(default=None, ge=1, le=4096)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=4096)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+
+
+async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIterator[dict]:
+    """Pipeline-shaped events (`token`..., `done`) for either kind of model."""
+    max_tokens = body.max_completion_tokens or body.max_tokens
+    if body.model.startswith(RAG_PREFIX):
+        if body.messages[-1].role != "user":
+            raise ApiError(400, "invalid_messages", "the last message must be the user's question")
+        turns = [m.model_dump() for m in body.messages[:-1] if m.role != "system"]
+        ask = AskBody(
+            question=body.messages[-1].content,
+            collection=body.model.removeprefix(RAG_PREFIX),
+            generation=Generation(max_tokens=max_tokens, temperature=body.temperature, seed=body.seed),
+        )
+        session = state.sessions()
+        try:
+            async for event in run_ask(state, session, tenant, ask, history_override=turns, persist=False):
+                yield event
+        finally:
+            session.close()
+        return
+    backend = chat_backend(state)
+    if body.model != backend.model_name:
+        raise ApiError(
+            400,
+            "model_not_found",
+            f"unknown model {body.model!r}: use {backend.model_name!r} or rag/<collection>",
+        )
+    stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
+    params = SamplingParams(
+        max_tokens=max_tokens or 256,
+        temperature=1.0 if body.temperature is None else body.temperature,
+        top_p=body.top_p,
+        seed=body.seed,
+        stop=stop,
+    )
+    try:
+        params.validate()
+    except InvalidRequestError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from exc
+    async for delta in backend.stream_chat([m.model_dump() for m in body.messages], params):
+        if delta.text:
+            yield {"type": "token", "text": delta.text}
+        if delta.finished:
+            usage = delta.usage.as_dict() if delta.usage else {}
+            yield {"type": "done", "finish_reason": delta.finish_reason, "usage": usage}
+
+
+def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, **extra) -> str:
+    body = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        **extra,
+    }
+    return f"data: {json.dumps(body)}\n\n"
+
+
+@router.post("/chat/completions")
+async def chat_completions(body: ChatBody, tenant: CurrentTenant, state: StateDep):
+    """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
+    cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    events = _events(state, tenant, body)
+    first = await anext(events)  # 4xx errors surface before any byte is sent
+    if body.stream:
+
+        async def stream() -> AsyncIterator[str]:
+            yield _chunk(cid, created, body.model, {"role": "assistant", "content": ""})
+            async for event in _prepend(first, events):
+                if event["type"] == "token":
+                    yield _chunk(cid, created, body.model, {"content": event["text"]})
+                elif event["type"] == "done":
+                    extra = {"usage": event["usage"]}
+                    if "citations" in event:
+                        extra["citations"] = event["citations"]
+                    yield _chunk(cid, created, body.model, {}, event["finish_reason"], **extra)
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+    text, done = [], {}
+    async for event in _prepend(first, events):
+        if event["type"] == "token":
+            text.append(event["text"])
+        elif event["type"] == "done":
+            done = event
+    content = done.get("answer", "".join(text))
+    response = {
+        "id": cid,
+        "object": "chat.completion",
+        "created": created,
+        "model": body.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": done.get("finish_reason") or "stop",
+            }
+        ],
+        "usage": done.get("usage", {}),
+    }
+    if "citations" in done:
+        response["citations"] = done["citations"]
+    return response
+
+
+async def _prepend(first: dict, rest: AsyncIterator[dict]) -> AsyncIterator[dict]:
+    yield first
+    async for event in rest:
+        yield event
