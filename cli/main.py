@@ -6,7 +6,7 @@ import importlib.metadata
 
 import typer
 
-from cli import db, keys, models, services
+from cli import ask, db, ingest, keys, models, services
 
 app = typer.Typer(
     help="Groundwork: self-hosted RAG and agents with its own inference engine.", no_args_is_help=True
@@ -14,6 +14,9 @@ app = typer.Typer(
 app.add_typer(db.app, name="db")
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
+app.add_typer(ingest.jobs_app, name="jobs")
+app.command(name="ingest")(ingest.ingest)
+app.command(name="ask")(ask.ask)
 app.command()(services.up)
 app.command()(services.api)
 app.command()(services.worker)

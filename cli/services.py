@@ -6,11 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import typer
 import uvicorn
 
 from cli.db import upgrade_database
+from cli.demo import seed_demo
 from core.database import DatabaseNotReady
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings, get_settings
@@ -61,6 +63,13 @@ def worker(
     )
 
 
+def _seed_demo_quietly(url: str) -> None:
+    try:
+        seed_demo(url)
+    except Exception as exc:  # the platform runs on without its demo
+        typer.secho(f"demo corpus not ingested: {type(exc).__name__}: {exc}", fg="yellow", err=True)
+
+
 def up() -> None:
     """Start everything on this machine: database (embedded unless configured), worker, API."""
     settings = get_settings()
@@ -75,6 +84,7 @@ def up() -> None:
     worker_proc = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], env=env)
     url = f"http://{settings.api_host}:{settings.api_port}"
     typer.secho(f"Groundwork is starting at {url}  (readiness: {url}/readyz, docs: {url}/docs)", fg="green")
+    threading.Thread(target=_seed_demo_quietly, args=(url,), daemon=True).start()
     try:
         serve_api(settings, database)
     finally:
