@@ -32,6 +32,9 @@ def serve_api(settings: Settings, database: DatabaseHandle) -> None:
         state = build_state(settings, database)
     except DatabaseNotReady as exc:
         _fail(str(exc))
+    # NOTE: uvicorn re-raises SIGTERM after its graceful shutdown; exiting through SystemExit
+    # instead lets callers' `finally` blocks stop the worker and the embedded database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(create_app(settings, state), host=settings.api_host, port=settings.api_port, log_config=None)
 
 
@@ -39,7 +42,11 @@ def api() -> None:
     """Run the API (the database must be migrated)."""
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    serve_api(settings, open_database(settings))
+    database = open_database(settings)
+    try:
+        serve_api(settings, database)
+    finally:
+        database.close()
 
 
 def worker(
@@ -51,16 +58,19 @@ def worker(
     database = open_database(settings)
     prepare_broker_tables(*broker_urls(settings, database.url))
     app = create_celery(settings, database.url)
-    app.worker_main(
-        [
-            "worker",
-            f"--loglevel={settings.log_level}",
-            f"--concurrency={concurrency or settings.worker_concurrency}",
-            f"--queues={settings.celery_queue}",
-            "--without-gossip",
-            "--without-mingle",
-        ]
-    )
+    try:
+        app.worker_main(
+            [
+                "worker",
+                f"--loglevel={settings.log_level}",
+                f"--concurrency={concurrency or settings.worker_concurrency}",
+                f"--queues={settings.celery_queue}",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        )
+    finally:
+        database.close()
 
 
 def _seed_demo_quietly(url: str) -> None:
@@ -93,3 +103,4 @@ def up() -> None:
             worker_proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             worker_proc.kill()
+        database.close()

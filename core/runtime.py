@@ -14,6 +14,12 @@ class DatabaseHandle:
     # Keeps the embedded server alive while this process runs (see core/embedded_pg.py).
     server: object | None = field(default=None, repr=False)
 
+    def close(self) -> None:
+        """Stop the embedded server if this process started it (others attached keep it running)."""
+        if self.server is not None:
+            self.server.cleanup()
+            self.server = None
+
 
 def open_database(settings: Settings) -> DatabaseHandle:
     if settings.database_url:

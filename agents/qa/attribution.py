@@ -11,7 +11,8 @@ import re
 
 from agents.qa.sources import Source
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+# A sentence ends at . ! or ? followed by a space or the end ("4.2" does not end one), or at a newline.
+_SENTENCE = re.compile(r"[^\n]+?(?:[.!?]+(?=\s|$)|(?=\n)|$)")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _STOP = frozenset(
@@ -23,10 +24,17 @@ _STOP = frozenset(
 
 
 def content_words(text: str) -> set[str]:
-    return {w for w in (m.group().lower() for m in _WORD.finditer(text)) if len(w) > 2 and w not in _STOP}
+    """Lowercased words minus stop words, crudely singularised; numbers always count (a copied
+    figure is the strongest sign of where a sentence came from)."""
+    words = set()
+    for match in _WORD.finditer(text):
+        word = match.group().lower()
+        if word.isdigit() or (len(word) > 2 and word not in _STOP):
+            words.add(word[:-1] if len(word) > 3 and word.endswith("s") else word)
+    return words
 
 
-def attribute(answer: str, sources: list[Source], min_overlap: float = 0.5) -> tuple[str, set[int]]:
+def attribute(answer: str, sources: list[Source], min_overlap: float = 0.4) -> tuple[str, set[int]]:
     """The answer with markers added to uncited sentences, and the source numbers so added."""
     vocab = {s.number: content_words(s.text) for s in sources}
     added: set[int] = set()

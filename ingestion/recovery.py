@@ -1,0 +1,105 @@
+"""Stuck-job recovery. Every worker runs `Reaper` in its main process:
+
+1. a claimed document whose heartbeat is older than `stale_after_s` lost its worker (SIGKILL, OOM,
+   host gone): it goes back to `queued` and a new message is sent, or it fails once it has been
+   claimed `max_attempts` times (a file that keeps killing workers must not loop forever);
+2. queued documents while *every* worker has been silent for `stale_after_s` mean lost messages
+   (crash between commit and send, broker restart): their messages are sent again.
+
+Duplicate messages are harmless: a task whose document is terminal, or claimed by a live worker,
+does nothing (ingestion/state.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.database import session_scope
+from core.models import Document, DocumentStatus, IngestionJob
+from ingestion import state
+
+log = logging.getLogger(__name__)
+
+
+def find_stuck(
+    session: Session, stale_after_s: float, max_attempts: int
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Re-queue or fail what dead workers left; returns (document id, job id) pairs to send."""
+    now = state.db_now(session)
+    cutoff = now - timedelta(seconds=stale_after_s)
+    dead = (
+        session.execute(
+            select(Document)
+            .where(Document.status.in_(state.IN_PROGRESS), Document.heartbeat_at < cutoff)
+            .with_for_update(skip_locked=True)
+        )
+        .scalars()
+        .all()
+    )
+    resend: list[tuple[uuid.UUID, uuid.UUID]] = []
+    for doc in dead:
+        if doc.attempts >= max_attempts:
+            reason = (
+                f"gave up: the worker processing this document died {doc.attempts} times "
+                f"(last in {doc.status})"
+            )
+            state.fail_document(session, doc.id, reason)
+            continue
+        log.warning(
+            "re-queueing document %s of job %s: its worker stopped (%s)", doc.id, doc.job_id, doc.status
+        )
+        doc.status, doc.claimed_by, doc.heartbeat_at = DocumentStatus.queued, None, None
+        resend.append((doc.id, doc.job_id))
+    last_beat = session.execute(
+        select(func.max(IngestionJob.heartbeat_at)).where(IngestionJob.status.in_(state.JOB_OPEN))
+    ).scalar()
+    if last_beat is None or last_beat < cutoff:
+        jobs = select(IngestionJob.id).where(
+            IngestionJob.status.in_(state.JOB_OPEN),
+            func.coalesce(IngestionJob.heartbeat_at, IngestionJob.created_at) < cutoff,
+        )
+        queued = session.execute(
+            select(Document.id, Document.job_id)
+            .where(Document.job_id.in_(jobs), Document.status == DocumentStatus.queued)
+            .with_for_update(skip_locked=True)
+        ).all()
+        if queued:
+            log.warning(
+                "re-sending %d queued documents: no worker has made progress for a while", len(queued)
+            )
+            resend.extend((d, j) for d, j in queued if (d, j) not in resend)
+            job_ids = {j for _, j in queued}
+            session.execute(update(IngestionJob).where(IngestionJob.id.in_(job_ids)).values(heartbeat_at=now))
+    return resend
+
+
+def recover(sessions: sessionmaker[Session], send, stale_after_s: float, max_attempts: int) -> int:
+    """One recovery pass; `send(document_id, job_id)` enqueues. Returns messages sent."""
+    with session_scope(sessions) as session:
+        resend = find_stuck(session, stale_after_s, max_attempts)
+    for document_id, job_id in resend:
+        send(document_id, job_id)
+    return len(resend)
+
+
+class Reaper(threading.Thread):
+    def __init__(self, sessions: sessionmaker[Session], send, settings) -> None:
+        super().__init__(name="ingest-reaper", daemon=True)
+        self._sessions, self._send, self._settings = sessions, send, settings.ingestion
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopping.wait(self._settings.recovery_interval_s):
+            try:
+                recover(self._sessions, self._send, self._settings.stale_after_s, self._settings.max_attempts)
+            except Exception:  # the database may be restarting; try again next round
+                log.warning("recovery pass failed", exc_info=True)
+
+    def stop(self) -> None:
+        self._stopping.set()
