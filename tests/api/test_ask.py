@@ -8,27 +8,9 @@ import json
 import openai
 import pytest
 
-from tests.ingestion.helpers import create_collection, upload, wait_job
+from tests.api.qa_corpus import QUESTION
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-DOCS = {
-    "zephyr-release.txt": (
-        b"Zephyr 4.2 release notes.\n\nZephyr 4.2 was released on 12 March 2026. It adds support for the "
-        b"QX-7 humidity sensor and fixes the memory leak in the radio driver."
-    ),
-    "otters.txt": b"Sea otters hold hands while they sleep so that they do not drift apart. Dens are holts.",
-    "owls.txt": b"Owls fly silently because the leading edges of their feathers have soft fringes.",
-}
-QUESTION = "When was Zephyr 4.2 released?"
-
-
-@pytest.fixture(scope="module")
-def qa_collection(client, celery_worker) -> str:
-    create_collection(client, "qa-docs")
-    job = wait_job(client, upload(client, "qa-docs", DOCS)["job_id"])
-    assert job["documents_done"] == len(DOCS), job
-    return "qa-docs"
 
 
 def _ask(client, **body):
