@@ -10,8 +10,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
+from api import metrics
 from api.errors import install_error_handlers
-from api.routers import health
+from api.routers import ask, chat, collections, documents, health, jobs, search
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
@@ -79,5 +80,15 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         )
         return response
 
-    app.include_router(health.router)
+    for router in (
+        health.router,
+        metrics.router,
+        collections.router,
+        documents.router,
+        jobs.router,
+        search.router,
+        ask.router,
+        chat.router,
+    ):
+        app.include_router(router)
     return app

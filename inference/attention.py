@@ -4,7 +4,9 @@ One interface (`paged_attention`) with a portable path in plain torch that runs 
 CUDA kernel (e.g. flash-attn's `flash_attn_with_kvcache`) can replace the body of `paged_attention`
 for `q.device.type == "cuda"` without touching callers: it takes the same metadata.
 
-Layout of one layer's cache: `[2, num_blocks, block_size, num_kv_heads, head_dim]` (K then V).
+Layout of one layer's cache: `[2, num_kv_heads, num_blocks, block_size, head_dim]` (K then V). Heads
+outermost so a gather of whole blocks (`index_select`, much faster than advanced indexing on CPU)
+yields per-head `[tokens, head_dim]` matrices that attention's matmuls read without another copy.
 The batch is ordered decodes first (one query token each, attended in one batched call), then
 prefill chunks (several query tokens, attended one sequence at a time).
 """
@@ -46,18 +48,21 @@ def build_chunk_mask(pos0: int, num_queries: int, device: torch.device) -> torch
 
 
 def write_kv(cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-    _, _, _, kv_heads, head_dim = cache.shape
-    cache[0].view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, k)
-    cache[1].view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, v)
+    _, kv_heads, _, _, head_dim = cache.shape
+    cache[0].view(kv_heads, -1, head_dim).index_copy_(1, slot_mapping, k.transpose(0, 1))
+    cache[1].view(kv_heads, -1, head_dim).index_copy_(1, slot_mapping, v.transpose(0, 1))
 
 
 def _gather(cache: torch.Tensor, block_ids: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """K and V of the given blocks as `[..., kv_heads, length, head_dim]`."""
-    _, _, _, kv_heads, head_dim = cache.shape
+    """K and V of the first `length` tokens in `block_ids` (`[blocks]` or `[seqs, blocks]`), as
+    `[kv_heads, length, head_dim]` or `[seqs, kv_heads, length, head_dim]`."""
+    _, kv_heads, _, block_size, head_dim = cache.shape
     lead = block_ids.shape[:-1]
-    k = cache[0][block_ids].view(*lead, -1, kv_heads, head_dim)[..., :length, :, :]
-    v = cache[1][block_ids].view(*lead, -1, kv_heads, head_dim)[..., :length, :, :]
-    return k.transpose(-3, -2), v.transpose(-3, -2)
+    kv = cache.index_select(2, block_ids.flatten())
+    kv = kv.view(2, kv_heads, *lead, block_ids.shape[-1] * block_size, head_dim)[..., :length, :]
+    if lead:
+        kv = kv.transpose(1, 2)
+    return kv[0], kv[1]
 
 
 def paged_attention(
@@ -65,17 +70,26 @@ def paged_attention(
 ) -> torch.Tensor:
     """q: [tokens, heads, head_dim]; k, v: [tokens, kv_heads, head_dim]; returns [tokens, heads, head_dim]."""
     write_kv(cache, k, v, meta.slot_mapping)
-    out = torch.empty_like(q)
     d = meta.num_decodes
+    # The common all-decode step returns SDPA's output as is; mixed steps assemble into `out`.
+    out = torch.empty_like(q) if meta.prefills else None
     if d:
         keys, values = _gather(cache, meta.decode_block_tables, meta.decode_context_len)
-        out[:d] = F.scaled_dot_product_attention(
-            q[:d].unsqueeze(2), keys, values, attn_mask=meta.decode_mask, enable_gqa=True
-        ).squeeze(2)
+        kv_heads, head_dim = keys.shape[1], q.shape[-1]
+        # NOTE: the query heads sharing a KV head become that head's "query rows" (HF's repeat_kv maps
+        # head h to KV head h // group), so GQA needs no repeated K/V; one mask row fits them all.
+        grouped = q[:d].view(d, kv_heads, -1, head_dim)
+        decoded = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=meta.decode_mask)
+        if out is None:
+            return decoded.view(d, -1, head_dim)
+        out[:d] = decoded.view(d, -1, head_dim)
     for chunk in meta.prefills:
         qc = q[chunk.start : chunk.end].transpose(0, 1)
         if chunk.mask is None:  # first chunk: its own K/V are the whole context
-            keys, values = k[chunk.start : chunk.end].transpose(0, 1), v[chunk.start : chunk.end].transpose(0, 1)
+            keys, values = (
+                k[chunk.start : chunk.end].transpose(0, 1),
+                v[chunk.start : chunk.end].transpose(0, 1),
+            )
         else:
             keys, values = _gather(cache, chunk.block_ids, chunk.pos0 + chunk.end - chunk.start)
         out[chunk.start : chunk.end] = F.scaled_dot_product_attention(

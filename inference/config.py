@@ -36,7 +36,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.model_type not in SUPPORTED_ARCHITECTURES:
-            raise ValueError(f"unsupported model_type {self.model_type!r}; have {sorted(SUPPORTED_ARCHITECTURES)}")
+            raise ValueError(
+                f"unsupported model_type {self.model_type!r}; have {sorted(SUPPORTED_ARCHITECTURES)}"
+            )
         if self.num_heads % self.num_kv_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         rope_type = (self.rope_scaling or {}).get("rope_type", "default")
@@ -106,6 +108,7 @@ class EngineConfig:
     dtype: torch.dtype | None = None  # None: resolved from the device
     cache_dir: Path | None = None  # where converted GGUF weights are cached; None: no cache
     enable_prefix_caching: bool = True
+    cpu_threads: int | None = None  # torch intra-op threads; None: leave torch's setting alone
     num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
 
     def __post_init__(self) -> None:
@@ -115,7 +118,13 @@ class EngineConfig:
         self.device = torch.device(self.device)
         if self.dtype is None:
             self.dtype = resolve_dtype("auto", self.device)
-        positive = ("block_size", "max_num_seqs", "max_num_batched_tokens", "prefill_chunk_size", "max_waiting")
+        positive = (
+            "block_size",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "prefill_chunk_size",
+            "max_waiting",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
@@ -123,6 +132,8 @@ class EngineConfig:
             raise ValueError("kv_cache_memory_gb must be > 0")
         if self.max_model_len is not None and self.max_model_len <= 0:
             raise ValueError("max_model_len must be > 0")
+        if self.cpu_threads is not None and self.cpu_threads <= 0:
+            raise ValueError("cpu_threads must be > 0")
         if self.num_kv_blocks is not None and self.num_kv_blocks <= 0:
             raise ValueError("num_kv_blocks must be > 0")
 
@@ -143,6 +154,8 @@ class EngineConfig:
             device=device,
             dtype=resolve_dtype(settings.dtype, device),
             cache_dir=cache_dir,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            cpu_threads=settings.cpu_threads,
         )
         kwargs.update(overrides)
         return cls(**kwargs)

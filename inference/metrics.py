@@ -13,19 +13,12 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from inference.protocol import RequestOutput
+from inference.protocol import EngineStats, RequestOutput
 
 # Bucket edges chosen to resolve both a GPU (milliseconds) and a small CPU box (seconds).
 _TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 _TPOT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5)
 _E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
-
-
-class EngineStats(Protocol):
-    num_running: int
-    num_waiting: int
-    kv_cache_usage: float  # fraction of KV-cache blocks in use, 0..1
-    num_preemptions_total: int
 
 
 class StatsSource(Protocol):
@@ -47,11 +40,13 @@ class _EngineStatsCollector:
             "groundwork:num_requests_waiting", "Requests waiting to be scheduled.", value=stats.num_waiting
         )
         yield GaugeMetricFamily(
-            "groundwork:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 = full).",
+            "groundwork:kv_cache_usage_perc",
+            "Fraction of KV-cache blocks in use (1 = full).",
             value=stats.kv_cache_usage,
         )
         yield CounterMetricFamily(
-            "groundwork:num_preemptions", "Sequences preempted since start.",
+            "groundwork:num_preemptions",
+            "Sequences preempted since start.",
             value=stats.num_preemptions_total,
         )
 
@@ -68,20 +63,28 @@ class ServingMetrics:
             "groundwork:generation_tokens", "Generated tokens.", registry=self.registry
         )
         self.request_success = Counter(
-            "groundwork:request_success", "Finished requests by finish reason.", ["finished_reason"],
+            "groundwork:request_success",
+            "Finished requests by finish reason.",
+            ["finished_reason"],
             registry=self.registry,
         )
         self.time_to_first_token = Histogram(
-            "groundwork:time_to_first_token_seconds", "Arrival to first generated token.",
-            buckets=_TTFT_BUCKETS, registry=self.registry,
+            "groundwork:time_to_first_token_seconds",
+            "Arrival to first generated token.",
+            buckets=_TTFT_BUCKETS,
+            registry=self.registry,
         )
         self.time_per_output_token = Histogram(
-            "groundwork:time_per_output_token_seconds", "Mean gap between generated tokens, per request.",
-            buckets=_TPOT_BUCKETS, registry=self.registry,
+            "groundwork:time_per_output_token_seconds",
+            "Mean gap between generated tokens, per request.",
+            buckets=_TPOT_BUCKETS,
+            registry=self.registry,
         )
         self.e2e_request_latency = Histogram(
-            "groundwork:e2e_request_latency_seconds", "Arrival to last token.",
-            buckets=_E2E_BUCKETS, registry=self.registry,
+            "groundwork:e2e_request_latency_seconds",
+            "Arrival to last token.",
+            buckets=_E2E_BUCKETS,
+            registry=self.registry,
         )
         # Remote engines (an EngineClient over HTTP) have no stats; their server exports its own.
         if callable(getattr(engine, "stats", None)):
@@ -114,9 +117,16 @@ class RequestTimer:
                 metrics.time_to_first_token.observe(now - self._arrival)
             self._num_tokens += len(output.new_token_ids)
             metrics.generation_tokens.inc(len(output.new_token_ids))
-        if not output.finished:
-            return
-        metrics.request_success.labels(finished_reason=output.finish_reason or "unknown").inc()
+        if output.finished:
+            self._finish(output.finish_reason or "unknown", now)
+
+    def abandon(self) -> None:
+        """The client went away before the end; counted as vLLM does, as finish reason "abort"."""
+        self._finish("abort", time.perf_counter())
+
+    def _finish(self, reason: str, now: float) -> None:
+        metrics = self._metrics
+        metrics.request_success.labels(finished_reason=reason).inc()
         metrics.e2e_request_latency.observe(now - self._arrival)
         if self._first_token_at is not None and self._num_tokens > 1:
             metrics.time_per_output_token.observe((now - self._first_token_at) / (self._num_tokens - 1))

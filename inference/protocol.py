@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:  # the grammar package imports xgrammar; callers of this module need not
+    from inference.grammar.spec import StructuredOutputSpec
 
 FinishReason = Literal["stop", "length", "abort", "tool_calls"]
 
@@ -47,6 +50,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None  # number of top logprobs to return per token; None = off
+    structured_output: StructuredOutputSpec | None = None  # grammar constraint (inference.grammar)
 
     def validate(self) -> None:
         if self.max_tokens <= 0:
@@ -89,6 +93,20 @@ class RequestOutput:
     num_output_tokens: int = 0
     num_cached_tokens: int = 0
     logprobs: list[TokenLogprob] | None = None
+
+
+@dataclass
+class EngineStats:
+    """A snapshot of the engine's load, for metrics and health checks."""
+
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float  # fraction of KV-cache blocks referenced by requests, in [0, 1]
+    kv_cache_capacity_tokens: int
+    num_preemptions_total: int
+    num_prompt_tokens_total: int = 0
+    num_generation_tokens_total: int = 0
+    num_cached_tokens_total: int = 0  # prompt tokens served by the prefix cache
 
 
 class EngineClient(Protocol):

@@ -31,10 +31,9 @@ class Sequence:
     num_prompt_tokens: int
     params: SamplingParams
     max_len: int  # prompt + output never exceed this (context clamp)
-    arrival_order: int
     status: SeqStatus = SeqStatus.WAITING
     num_computed_tokens: int = 0
-    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
+    num_cached_tokens: int | None = None  # prompt tokens the prefix cache served at first admission
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # hashes of the full blocks, in order
     generator: torch.Generator | None = None

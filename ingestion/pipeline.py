@@ -1,5 +1,10 @@
-"""One document through parse -> chunk -> embed -> store. Celery-free, so tests and the benchmark
-can drive it directly; ingestion/tasks.py wraps it in a task.
+"""Documents through parse -> chunk -> embed -> store. Celery-free, so tests and the benchmark can
+drive it directly; ingestion/tasks.py wraps it in a task.
+
+A task carries a small group of documents of one job. Each document stays its own unit of work
+(its own claim, stages, failure and store transaction); only the embedding runs over the group's
+chunks at once, because the model is several times faster on full, length-sorted batches than on
+one document's handful of chunks.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sqlalchemy import delete, insert, select
@@ -22,8 +27,8 @@ from core.settings import Settings
 from ingestion import state
 from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkDraft, ChunkingConfig, chunk_document
-from ingestion.errors import PermanentError
-from ingestion.parsers import parse
+from ingestion.errors import PermanentError, is_transient
+from ingestion.parsers import ParsedDocument, parse
 from retrieval.embedding import Embedder, get_embedder, matryoshka_prefix
 
 log = logging.getLogger(__name__)
@@ -48,19 +53,29 @@ class PipelineContext:
         )
 
 
-class Heartbeat:
-    """Keeps the claim fresh from a thread, whatever stage runs (a big PDF can parse for minutes)."""
+@dataclass
+class Prepared:
+    """A parsed and chunked document waiting for its vectors."""
 
-    def __init__(self, sessions: sessionmaker[Session], claim: state.Claim, interval_s: float) -> None:
-        self._sessions, self._claim, self._interval = sessions, claim, interval_s
-        self._stopping = threading.Event()
+    claim: state.Claim
+    parsed: ParsedDocument
+    drafts: list[ChunkDraft]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class Heartbeat:
+    """Keeps the claims fresh from a thread, whatever stage runs (a big PDF can parse for minutes)."""
+
+    def __init__(self, sessions: sessionmaker[Session], claims: list[state.Claim], interval_s: float) -> None:
+        self._sessions, self._claims, self._interval = sessions, claims, interval_s
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ingest-heartbeat", daemon=True)
 
     def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
+        while not self._stop.wait(self._interval):
             try:
                 with session_scope(self._sessions) as session:
-                    state.heartbeat(session, self._claim)
+                    state.heartbeat(session, self._claims)
             except Exception:  # a missed beat is harmless; recovery waits several intervals
                 log.warning("heartbeat failed", exc_info=True)
 
@@ -69,16 +84,17 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stopping.set()
+        self._stop.set()
         self._thread.join()
 
 
 def embed_with_reuse(
     sessions: sessionmaker[Session], collection_id: uuid.UUID, texts: list[str], embedder: Embedder
-) -> tuple[np.ndarray, int, int]:
+) -> tuple[np.ndarray, list[bool]]:
     """Vectors for `texts`, re-using any the collection already stores for an identical text.
 
-    Returns (vectors, newly encoded, reused). NOTE: reuse is sound because a collection has one model.
+    Returns the vectors and, per text, whether it was sent to the model (only the first of equal
+    texts is). NOTE: reuse is sound because a collection has exactly one model.
     """
     hashes = [text_hash(t) for t in texts]
     with session_scope(sessions) as session:
@@ -89,25 +105,62 @@ def embed_with_reuse(
             .distinct(Chunk.text_hash)
         ).all()
     known = {h: np.asarray(v, dtype=np.float32) for h, v in rows}
-    missing = list(dict.fromkeys(h for h in hashes if h not in known))
-    reused = sum(1 for h in hashes if h in known)
+    first = {h: i for i, h in reversed(list(enumerate(hashes)))}
+    fresh = [h not in known and first[h] == i for i, h in enumerate(hashes)]
+    missing = [i for i, new in enumerate(fresh) if new]
     if missing:
-        first_text = dict(zip(hashes, texts, strict=True))
-        encoded = embedder.encode([first_text[h] for h in missing])
-        known.update(zip(missing, encoded, strict=True))
+        known.update(
+            zip((hashes[i] for i in missing), embedder.encode([texts[i] for i in missing]), strict=True)
+        )
     vectors = np.stack([known[h] for h in hashes]) if hashes else np.zeros((0, embedder.dim), np.float32)
-    return vectors, len(missing), reused
+    return vectors, fresh
 
 
-def _chunk_rows(
-    claim: state.Claim, drafts: list[ChunkDraft], vectors: np.ndarray, index_dim: int
-) -> list[dict]:
+def _advance(ctx: PipelineContext, claims: list[state.Claim], status: DocumentStatus, outcomes: dict) -> list:
+    """One statement moves the group to the next stage; documents we lost meanwhile drop out."""
+    with session_scope(ctx.sessions) as session:
+        ours = state.set_stage(session, claims, status)
+    for claim in claims:
+        if claim.document_id not in ours:
+            outcomes[claim.document_id] = "superseded"
+            _discard_orphan_blob(ctx, claim.blob_key)
+    return [c for c in claims if c.document_id in ours]
+
+
+def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
+    t0 = time.perf_counter()
+    try:
+        data = ctx.blobs.get(claim.blob_key) if claim.blob_key else None
+    except FileNotFoundError:
+        data = None
+    if data is None:
+        raise PermanentError("the uploaded bytes are missing from the blob store; upload the file again")
+    parsed = parse(data, claim.filename, int(ctx.settings.ingestion.max_file_mb * 1e6))
+    return Prepared(claim, parsed, [], {"parse": time.perf_counter() - t0})
+
+
+def _chunk(ctx: PipelineContext, item: Prepared) -> None:
+    t0 = time.perf_counter()
+    claim = item.claim
+    embedder = ctx.embedder_for(claim.embedding_model)
+    if embedder.dim != claim.embedding_dim:
+        raise PermanentError(
+            f"model {claim.embedding_model!r} now yields {embedder.dim}-dim vectors but the collection "
+            f"holds {claim.embedding_dim}-dim ones; models cannot be mixed in a collection"
+        )
+    item.drafts = chunk_document(item.parsed, ChunkingConfig(**claim.chunking), embedder)
+    if not item.drafts:
+        raise PermanentError("no text to index")
+    item.seconds["chunk"] = time.perf_counter() - t0
+
+
+def _chunk_rows(item: Prepared, vectors: np.ndarray, index_dim: int) -> list[dict]:
     prefixes = matryoshka_prefix(vectors, index_dim)
     return [
         {
             "id": uuid.uuid4(),
-            "document_id": claim.document_id,
-            "collection_id": claim.collection_id,
+            "document_id": item.claim.document_id,
+            "collection_id": item.claim.collection_id,
             "ordinal": ordinal,
             "text": draft.text,
             "text_hash": text_hash(draft.text),
@@ -120,84 +173,110 @@ def _chunk_rows(
             "embedding": vectors[ordinal],
             "embedding_prefix": prefixes[ordinal],
         }
-        for ordinal, draft in enumerate(drafts)
+        for ordinal, draft in enumerate(item.drafts)
     ]
 
 
-def _stage(ctx: PipelineContext, claim: state.Claim, status: DocumentStatus) -> None:
-    with session_scope(ctx.sessions) as session:
-        state.set_stage(session, claim, status)
-
-
-def _run(ctx: PipelineContext, claim: state.Claim) -> None:
-    seconds: dict[str, float] = {}
+def _store(ctx: PipelineContext, item: Prepared, vectors: np.ndarray, embedded: int) -> None:
     t0 = time.perf_counter()
-    try:
-        data = ctx.blobs.get(claim.blob_key) if claim.blob_key else None
-    except FileNotFoundError:
-        data = None
-    if data is None:
-        raise PermanentError("the uploaded bytes are missing from the blob store; upload the file again")
-    max_bytes = int(ctx.settings.ingestion.max_file_mb * 1e6)
-    parsed = parse(data, claim.filename, max_bytes)
-    seconds["parse"] = time.perf_counter() - t0
-
-    _stage(ctx, claim, DocumentStatus.chunking)
-    t0 = time.perf_counter()
-    embedder = ctx.embedder_for(claim.embedding_model)
-    if embedder.dim != claim.embedding_dim:
-        raise PermanentError(
-            f"model {claim.embedding_model!r} now yields {embedder.dim}-dim vectors but the collection "
-            f"holds {claim.embedding_dim}-dim ones; models cannot be mixed in a collection"
-        )
-    drafts = chunk_document(parsed, ChunkingConfig(**claim.chunking), embedder)
-    if not drafts:
-        raise PermanentError("no text to index")
-    seconds["chunk"] = time.perf_counter() - t0
-
-    _stage(ctx, claim, DocumentStatus.embedding)
-    t0 = time.perf_counter()
-    vectors, embedded, reused = embed_with_reuse(
-        ctx.sessions, claim.collection_id, [d.text for d in drafts], embedder
-    )
-    seconds["embed"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
+    claim = item.claim
     with session_scope(ctx.sessions) as session:
         doc, collection = state.lock_for_store(session, claim)
         # NOTE: old version out, new version in, in one transaction: a search sees one or the other.
         session.execute(delete(Chunk).where(Chunk.document_id == doc.id))
-        session.execute(insert(Chunk), _chunk_rows(claim, drafts, vectors, collection.index_dim))
+        session.execute(insert(Chunk), _chunk_rows(item, vectors, collection.index_dim))
         doc.status, doc.error, doc.claimed_by, doc.heartbeat_at = DocumentStatus.indexed, None, None, None
         doc.blob_key = None
-        doc.mime_type = parsed.mime_type
-        doc.title = doc.title or (parsed.title or claim.filename)[:1000]
-        doc.metadata_ = {**doc.metadata_, "kind": parsed.kind, "chunks": len(drafts)}
-        seconds["store"] = time.perf_counter() - t0
-        state.bump_job(session, claim.job_id, done=1, embedded=embedded, reused=reused, stage_seconds=seconds)
+        doc.mime_type = item.parsed.mime_type
+        doc.title = doc.title or (item.parsed.title or claim.filename)[:1000]
+        doc.metadata_ = {**doc.metadata_, "kind": item.parsed.kind, "chunks": len(item.drafts)}
+        item.seconds["store"] = time.perf_counter() - t0
+        state.bump_job(
+            session,
+            claim.job_id,
+            done=1,
+            embedded=embedded,
+            reused=len(item.drafts) - embedded,
+            stage_seconds=item.seconds,
+        )
     ctx.blobs.delete(claim.blob_key)
 
 
-def process_document(ctx: PipelineContext, document_id: uuid.UUID, job_id: uuid.UUID, task_id: str) -> str:
-    """Run the document through the pipeline; returns the outcome (indexed, failed, skipped, superseded).
-
-    Permanent errors fail this document only; anything else propagates for the caller to retry.
-    """
+def _fail(ctx: PipelineContext, claim: state.Claim, reason: str) -> str:
     with session_scope(ctx.sessions) as session:
-        claim = state.claim(session, document_id, job_id, task_id, ctx.settings.ingestion.stale_after_s)
-    if claim is None:
-        return "skipped"
+        return (
+            "failed"
+            if state.fail_document(session, claim.document_id, reason, claim.task_id)
+            else "superseded"
+        )
+
+
+def _isolated(ctx: PipelineContext, claim: state.Claim, outcomes: dict, step: Callable[[], object]) -> bool:
+    """Run one document's step; True if it succeeded. The document's own failure is recorded;
+    transient errors propagate (the task retries the group)."""
     try:
-        with Heartbeat(ctx.sessions, claim, ctx.settings.ingestion.heartbeat_interval_s):
-            _run(ctx, claim)
+        step()
+        return True
     except PermanentError as exc:
-        with session_scope(ctx.sessions) as session:
-            failed = state.fail_document(session, document_id, str(exc), task_id)
-        return "failed" if failed else "superseded"
+        outcomes[claim.document_id] = _fail(ctx, claim, str(exc))
     except state.Superseded:
+        outcomes[claim.document_id] = "superseded"
         _discard_orphan_blob(ctx, claim.blob_key)
-        return "superseded"
-    return "indexed"
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        log.exception("document %s: unexpected error", claim.document_id)
+        outcomes[claim.document_id] = _fail(ctx, claim, f"internal error: {type(exc).__name__}: {exc}"[:2000])
+    return False
+
+
+def process_documents(
+    ctx: PipelineContext, job_id: uuid.UUID, document_ids: list[uuid.UUID], task_id: str
+) -> dict[uuid.UUID, str]:
+    """Run documents of one job through the pipeline; returns each one's outcome (indexed, failed,
+    skipped, superseded). Only transient errors escape, for the caller to retry the whole group
+    (documents already indexed are then skipped)."""
+    with session_scope(ctx.sessions) as session:
+        claims = state.claim_all(session, job_id, document_ids, task_id, ctx.settings.ingestion.stale_after_s)
+    claimed = {c.document_id for c in claims}
+    outcomes: dict[uuid.UUID, str] = {d: "skipped" for d in document_ids if d not in claimed}
+    if not claims:
+        return outcomes
+    with Heartbeat(ctx.sessions, claims, ctx.settings.ingestion.heartbeat_interval_s):
+        items: list[Prepared] = []
+        for claim in claims:
+            _isolated(ctx, claim, outcomes, lambda c=claim: items.append(_parse(ctx, c)))
+        items = _surviving(items, _advance(ctx, [i.claim for i in items], DocumentStatus.chunking, outcomes))
+        items = [i for i in items if _isolated(ctx, i.claim, outcomes, lambda i=i: _chunk(ctx, i))]
+        items = _surviving(items, _advance(ctx, [i.claim for i in items], DocumentStatus.embedding, outcomes))
+        if items:
+            _embed_and_store(ctx, items, outcomes)
+    return outcomes
+
+
+def _surviving(items: list[Prepared], claims: list[state.Claim]) -> list[Prepared]:
+    ours = {c.document_id for c in claims}
+    return [i for i in items if i.claim.document_id in ours]
+
+
+def _embed_and_store(ctx: PipelineContext, items: list[Prepared], outcomes: dict) -> None:
+    """One embedding pass over the group (one job, hence one collection and model), then one store
+    transaction per document."""
+    t0 = time.perf_counter()
+    first = items[0].claim
+    texts = [d.text for item in items for d in item.drafts]
+    vectors, fresh = embed_with_reuse(
+        ctx.sessions, first.collection_id, texts, ctx.embedder_for(first.embedding_model)
+    )
+    share = (time.perf_counter() - t0) / max(1, len(texts))
+    offset = 0
+    for item in items:
+        n = len(item.drafts)
+        item.seconds["embed"] = share * n  # the group's embedding time, split by chunk count
+        rows, embedded = vectors[offset : offset + n], sum(fresh[offset : offset + n])
+        if _isolated(ctx, item.claim, outcomes, lambda i=item, r=rows, e=embedded: _store(ctx, i, r, e)):
+            outcomes[item.claim.document_id] = "indexed"
+        offset += n
 
 
 def _discard_orphan_blob(ctx: PipelineContext, key: str | None) -> None:

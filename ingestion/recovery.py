@@ -80,11 +80,14 @@ def find_stuck(
 
 
 def recover(sessions: sessionmaker[Session], send, stale_after_s: float, max_attempts: int) -> int:
-    """One recovery pass; `send(document_id, job_id)` enqueues. Returns messages sent."""
+    """One recovery pass; `send(job_id, document_ids)` enqueues. Returns documents re-sent."""
     with session_scope(sessions) as session:
         resend = find_stuck(session, stale_after_s, max_attempts)
+    by_job: dict[uuid.UUID, list[uuid.UUID]] = {}
     for document_id, job_id in resend:
-        send(document_id, job_id)
+        by_job.setdefault(job_id, []).append(document_id)
+    for job_id, document_ids in by_job.items():
+        send(job_id, document_ids)
     return len(resend)
 
 

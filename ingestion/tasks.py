@@ -2,13 +2,86 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import socket
+import uuid
 
-from celery import shared_task
+from celery import current_app, shared_task
+from celery.signals import worker_ready, worker_shutdown
+
+from core.database import make_engine, make_session_factory, session_scope
+from ingestion import state
+from ingestion.errors import is_transient
+from ingestion.pipeline import PipelineContext, process_documents
+from ingestion.recovery import Reaper
+from ingestion.uploads import INGEST_TASK, enqueue
+
+log = logging.getLogger(__name__)
+
+_CONTEXTS: dict[int, PipelineContext] = {}
+_REAPERS: list[Reaper] = []
+
+
+def _context(app=None) -> PipelineContext:
+    """Per process: prefork children must not share their parent's database connections."""
+    pid = os.getpid()
+    if pid not in _CONTEXTS:
+        conf = (app or current_app).conf
+        settings = conf.groundwork_settings
+        if settings.ingestion.torch_threads:
+            import torch
+
+            torch.set_num_threads(settings.ingestion.torch_threads)
+        engine = make_engine(conf.groundwork_database_url)
+        _CONTEXTS[pid] = PipelineContext.create(settings, make_session_factory(engine))
+    return _CONTEXTS[pid]
 
 
 @shared_task(name="groundwork.health")
 def health() -> dict:
     """Proves a worker consumes from the broker (used by /readyz and the tests)."""
     return {"ok": True, "pid": os.getpid(), "host": socket.gethostname()}
+
+
+@shared_task(bind=True, name=INGEST_TASK, acks_late=True, max_retries=None)
+def ingest_documents(self, job_id: str, document_ids: list[str]) -> dict[str, str]:
+    """parse -> chunk -> embed -> store for a few documents of one job; safe to run any number of times."""
+    ctx = _context(self.app)
+    ids = [uuid.UUID(d) for d in document_ids]
+    try:
+        outcomes = process_documents(ctx, uuid.UUID(job_id), ids, self.request.id)
+    except Exception as exc:
+        knobs = ctx.settings.ingestion
+        if is_transient(exc) and self.request.retries < knobs.max_retries:
+            countdown = min(knobs.retry_backoff_max_s, 2**self.request.retries) * (0.5 + random.random())
+            log.warning("job %s: transient %s, retry in %.1fs", job_id, type(exc).__name__, countdown)
+            raise self.retry(exc=exc, countdown=countdown) from None
+        log.exception("job %s: documents failed", job_id)
+        what = "gave up after retries" if is_transient(exc) else "internal error"
+        reason = f"{what}: {type(exc).__name__}: {exc}"[:2000]
+        with session_scope(ctx.sessions) as session:
+            # Only documents this task still holds are failed; indexed ones are terminal already.
+            outcomes = {
+                d: "failed" if state.fail_document(session, d, reason, self.request.id) else "-" for d in ids
+            }
+    return {str(d): outcome for d, outcome in outcomes.items()}
+
+
+@worker_ready.connect
+def _start_reaper(sender=None, **_) -> None:
+    app = getattr(sender, "app", None) or current_app
+    settings = app.conf.get("groundwork_settings")
+    if settings is None or settings.ingestion.recovery_interval_s <= 0:
+        return
+    sessions = make_session_factory(make_engine(app.conf.groundwork_database_url))
+    reaper = Reaper(sessions, lambda job_id, ids: enqueue(app, settings, job_id, ids), settings)
+    reaper.start()
+    _REAPERS.append(reaper)
+
+
+@worker_shutdown.connect
+def _stop_reaper(**_) -> None:
+    for reaper in _REAPERS:
+        reaper.stop()

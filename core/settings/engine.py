@@ -11,6 +11,15 @@ class EngineSettings(BaseModel):
     prefill_chunk_size: int = Field(default=512, description="Longest prefill chunk scheduled in one step.")
     max_waiting: int = Field(default=256, description="Waiting-queue limit; beyond it requests get 503.")
     max_model_len: int | None = Field(default=None, description="Context cap (default: the model's).")
+    enable_prefix_caching: bool = Field(
+        default=True, description="Reuse KV-cache blocks of identical prompt prefixes across requests."
+    )
+    cpu_threads: int | None = Field(
+        default=None,
+        description="torch intra-op threads on CPU (unset: torch's default, one per core). On a machine "
+        "shared with other busy processes, use fewer threads than cores, or export OMP_WAIT_POLICY=PASSIVE "
+        "before starting: spinning OpenMP workers otherwise stall every small op.",
+    )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")
     llm_base_url: str | None = Field(

@@ -1,7 +1,53 @@
 """Settings of the ingestion pipeline (see ingestion/README.md)."""
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
 class IngestionSettings(BaseModel):
     max_file_mb: float = Field(default=50.0, description="Uploads larger than this fail with a reason.")
+    max_files_per_upload: int = Field(default=1000, description="Most files one upload request may carry.")
+    chunk_strategy: Literal["fixed", "recursive", "semantic"] = Field(
+        default="fixed", description="Chunker of new collections that do not choose one."
+    )
+    chunk_size_tokens: int = Field(
+        default=256,
+        description="Token budget per chunk of new collections (embedding model's tokenizer; capped at "
+        "what the model reads).",
+    )
+    chunk_overlap_tokens: int = Field(
+        default=32, description="Tokens shared by consecutive fixed-size windows (~12% of 256)."
+    )
+    index_dim: int | None = Field(
+        default=128,
+        description="Matryoshka prefix covered by the HNSW index of new collections (None: full dim).",
+    )
+    embed_batch_size: int = Field(default=32, description="Texts per forward pass of the embedding model.")
+    docs_per_task: int = Field(
+        default=8,
+        description="Documents of a job per task message: their chunks are embedded in one pass (full "
+        "batches); each document keeps its own claim, status and failure.",
+    )
+    task_bytes: int = Field(default=8_000_000, description="Bytes of uploads per task message, at most.")
+    device: str = Field(default="cpu", description="torch device of the worker's embedding model.")
+    torch_threads: int | None = Field(
+        default=None, description="torch intra-op threads in a worker process (None: torch's default)."
+    )
+    max_retries: int = Field(default=5, description="Retries of a document after a transient error.")
+    retry_backoff_max_s: int = Field(default=120, description="Cap of the exponential retry backoff.")
+    heartbeat_interval_s: float = Field(
+        default=10.0, description="How often a worker working on a document proves it is alive."
+    )
+    stale_after_s: float = Field(
+        default=90.0,
+        description="A claimed document with no heartbeat for this long belongs to a dead worker and is "
+        "re-queued; queued work while every worker has been silent this long is re-sent.",
+    )
+    recovery_interval_s: float = Field(
+        default=30.0, description="How often each worker looks for stuck jobs (0 disables the reaper)."
+    )
+    max_attempts: int = Field(
+        default=3,
+        description="Claims of one document before it fails for good (a file that kills its worker).",
+    )

@@ -1,7 +1,128 @@
-"""Settings of retrieval (see retrieval/README.md)."""
+"""Settings of retrieval (see retrieval/README.md).
+
+`RetrievalSettings` holds the platform-wide defaults of the search pipeline. A collection may
+override any of them in its `retrieval` JSON (same shape, partial), and a search request may
+override them again; the three are deep-merged in that order.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+SearchMode = Literal["bm25", "dense", "hybrid"]
 
-class RetrievalSettings(BaseModel):
-    rrf_k: int = Field(default=60, description="Reciprocal Rank Fusion constant.")
+
+class BM25Config(BaseModel):
+    variant: Literal["lucene", "okapi"] = Field(
+        default="lucene",
+        description="lucene: idf = ln(1 + (N - n + 0.5)/(n + 0.5)) (Anserini's BEIR baseline); "
+        "okapi: rank-bm25's BM25Okapi, idf = ln((N - n + 0.5)/(n + 0.5)) floored at epsilon * mean idf.",
+    )
+    k1: float | None = Field(
+        default=None, ge=0, description="Term-frequency saturation (lucene 0.9, okapi 1.5)."
+    )
+    b: float | None = Field(
+        default=None, ge=0, le=1, description="Length normalisation (lucene 0.4, okapi 0.75)."
+    )
+    epsilon: float = Field(
+        default=0.25, ge=0, description="Okapi only: the idf floor, as a share of mean idf."
+    )
+    candidates: int = Field(default=100, ge=1, le=10_000, description="Results BM25 hands to fusion/rerank.")
+
+    @property
+    def k1_value(self) -> float:
+        return self.k1 if self.k1 is not None else (0.9 if self.variant == "lucene" else 1.5)
+
+    @property
+    def b_value(self) -> float:
+        return self.b if self.b is not None else (0.4 if self.variant == "lucene" else 0.75)
+
+
+class DenseConfig(BaseModel):
+    candidates: int = Field(default=100, ge=1, le=10_000, description="Results dense search hands on.")
+    overfetch: int = Field(
+        default=4,
+        ge=1,
+        le=50,
+        description="HNSW over the Matryoshka prefix returns candidates * overfetch rows, re-scored "
+        "exactly with the full vector. Higher: better recall, slower.",
+    )
+    ef_search: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="hnsw.ef_search floor; raised to the fetched row count, since pgvector 0.6 HNSW "
+        "returns at most ef_search rows (before any WHERE filter).",
+    )
+    exact: bool = Field(
+        default=False, description="Skip the index: exact cosine over every chunk (slow; for checking)."
+    )
+
+
+class FusionConfig(BaseModel):
+    k: int = Field(
+        default=60, ge=1, description="Reciprocal Rank Fusion constant: score = sum w / (k + rank)."
+    )
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"bm25": 1.0, "dense": 1.0},
+        description="Per-retriever weight in RRF (keys: bm25, dense); missing keys weigh 1.",
+    )
+
+
+class RerankConfig(BaseModel):
+    enabled: bool = Field(default=False, description="Rerank the fused candidates.")
+    kind: Literal["cross-encoder", "llm"] = Field(
+        default="cross-encoder",
+        description="cross-encoder: sentence-transformers CrossEncoder; llm: pointwise yes/no relevance "
+        "logprobs from the inference engine (works offline with the packaged LLM).",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Cross-encoder spec (registry name, local path or hub id). None with kind "
+        "cross-encoder: reranking is skipped (reported in debug).",
+    )
+    candidates: int = Field(
+        default=30, ge=1, le=1000, description="Top-N fused results given to the reranker."
+    )
+    batch_size: int = Field(default=16, ge=1, description="Pairs scored per forward pass.")
+    max_chars: int = Field(default=1500, ge=100, description="Chunk text is cut to this many characters.")
+
+
+class TransformConfig(BaseModel):
+    kind: Literal["none", "hyde", "multi_query"] = Field(
+        default="none",
+        description="hyde: embed an LLM-written hypothetical answer; multi_query: LLM rewrites of the "
+        "query, each searched, fused by RRF.",
+    )
+    num_queries: int = Field(default=3, ge=1, le=10, description="multi_query: rewrites to generate.")
+    max_tokens: int = Field(default=128, ge=8, description="Generation budget of a rewrite/answer.")
+
+
+class RetrievalConfig(BaseModel):
+    """One search pipeline's configuration (serialisable; what a collection stores, partially)."""
+
+    mode: SearchMode = Field(default="hybrid", description="bm25, dense or hybrid (both, RRF-fused).")
+    top_k: int = Field(default=10, ge=1, le=1000, description="Results returned.")
+    bm25: BM25Config = Field(default_factory=BM25Config)
+    dense: DenseConfig = Field(default_factory=DenseConfig)
+    fusion: FusionConfig = Field(default_factory=FusionConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
+    transform: TransformConfig = Field(default_factory=TransformConfig)
+
+
+class RetrievalSettings(RetrievalConfig):
+    """Platform defaults. NOTE: the BM25 text-search configuration (stemming, stop words) is an
+    index-time property of each collection, `retrieval.bm25.text_config` in its JSON (english,
+    simple, groundwork_english_nostop, groundwork_simple_stop; default english); changing it
+    needs `SELECT groundwork_bm25_reindex(<collection id>)`.
+    """
+
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible server for the LLM reranker and query transforms. Unset: the "
+        "in-process engine (or engine.llm_base_url when that is set).",
+    )
+    llm_model: str | None = Field(default=None, description="Model name sent to that server.")
+    llm_api_key: str | None = Field(default=None, description="Bearer key for that server.")

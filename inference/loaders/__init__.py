@@ -17,7 +17,7 @@ from inference.models.llama import LlamaForCausalLM
 
 @contextmanager
 def hf_directory(path: Path, cache_dir: Path | None) -> Iterator[Path]:
-    """An HF checkpoint directory for `path`; GGUF files are converted (and cached when `cache_dir` is set)."""
+    """An HF checkpoint directory for `path`; GGUF files are converted (cached if `cache_dir` is set)."""
     if path.is_dir():
         yield path
     elif path.suffix != ".gguf":

@@ -26,10 +26,15 @@ from inference.config import SUPPORTED_ARCHITECTURES
 log = logging.getLogger(__name__)
 
 _LAYER_TENSORS = {
-    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj",
-    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
 }
 _GLOBAL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
@@ -68,13 +73,16 @@ def hf_config(reader: GGUFReader) -> dict[str, Any]:
     if arch not in SUPPORTED_ARCHITECTURES:
         raise ValueError(f"unsupported GGUF architecture {arch!r}; have {sorted(SUPPORTED_ARCHITECTURES)}")
     if any(t.name == "rope_freqs.weight" for t in reader.tensors):
-        raise ValueError("GGUF with precomputed rope_freqs (Llama 3.1 scaling) is not supported; use the HF dir")
+        raise ValueError(
+            "GGUF with precomputed rope_freqs (Llama 3.1 scaling) is not supported; use the HF dir"
+        )
     heads = _field(reader, f"{arch}.attention.head_count")
     hidden = _field(reader, f"{arch}.embedding_length")
     cfg: dict[str, Any] = {
         "architectures": [SUPPORTED_ARCHITECTURES[arch]],
         "model_type": arch,
-        "vocab_size": _field(reader, f"{arch}.vocab_size") or len(reader.fields["tokenizer.ggml.tokens"].data),
+        "vocab_size": _field(reader, f"{arch}.vocab_size")
+        or len(reader.fields["tokenizer.ggml.tokens"].data),
         "hidden_size": hidden,
         "intermediate_size": _field(reader, f"{arch}.feed_forward_length"),
         "num_hidden_layers": _field(reader, f"{arch}.block_count"),
@@ -115,7 +123,9 @@ def convert(gguf_path: Path, out_dir: Path) -> None:
     cfg = hf_config(reader)
     save_file(read_weights(reader, cfg), str(out_dir / "model.safetensors"))
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2))
-    AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name).save_pretrained(str(out_dir))
+    AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name).save_pretrained(
+        str(out_dir)
+    )
 
 
 def cached_hf_dir(gguf_path: Path, cache_dir: Path) -> Path:

@@ -26,6 +26,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         # Normalise in fp32 like HF, whatever the model dtype.
         return F.rms_norm(x.float(), self.weight.shape, self.weight.float(), self.eps).to(x.dtype)
 
@@ -43,17 +45,24 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: torch.Tensor, meta: AttentionMetadata
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        cache: torch.Tensor,
+        meta: AttentionMetadata,
     ) -> torch.Tensor:
+        # NOTE: F.linear instead of calling the nn.Linear modules: the module call machinery costs as
+        # much as a small matmul, and batch-1 decode runs 4 projections x every layer per token.
         n = x.shape[0]
-        qkv = self.qkv_proj(self.input_layernorm(x)).view(n, self.num_heads + 2 * self.num_kv_heads, self.head_dim)
+        qkv = F.linear(self.input_layernorm(x), self.qkv_proj.weight, self.qkv_proj.bias)
+        qkv = qkv.view(n, self.num_heads + 2 * self.num_kv_heads, self.head_dim)
         qk = apply_rope(qkv[:, : self.num_heads + self.num_kv_heads], *rope)
         q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         v = qkv[:, self.num_heads + self.num_kv_heads :]
         attn = paged_attention(q, k, v, cache, meta)
-        x = x + self.o_proj(attn.view(n, -1))
-        gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).chunk(2, dim=-1)
-        return x + self.down_proj(F.silu(gate) * up)
+        x = x + F.linear(attn.view(n, -1), self.o_proj.weight)
+        gate, up = F.linear(self.post_attention_layernorm(x), self.gate_up_proj.weight).chunk(2, dim=-1)
+        return x + F.linear(F.silu(gate) * up, self.down_proj.weight)
 
 
 class LlamaForCausalLM(nn.Module):
@@ -65,7 +74,9 @@ class LlamaForCausalLM(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = (
+            None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        )
 
     def forward(
         self,
@@ -74,7 +85,7 @@ class LlamaForCausalLM(nn.Module):
         kv_caches: list[torch.Tensor],
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        """Final hidden states `[num_tokens, hidden]` (normalised); `compute_logits` projects the ones needed."""
+        """Final normalised hidden states `[num_tokens, hidden]`; `compute_logits` projects some."""
         x = self.embed_tokens(input_ids)
         for layer, cache in zip(self.layers, kv_caches, strict=True):
             x = layer(x, rope, cache, meta)
@@ -91,7 +102,8 @@ class LlamaForCausalLM(nn.Module):
         cfg = self.config
         q_size, kv_size = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
         fused = {
-            "q_proj": ("qkv_proj", 0, q_size), "k_proj": ("qkv_proj", q_size, kv_size),
+            "q_proj": ("qkv_proj", 0, q_size),
+            "k_proj": ("qkv_proj", q_size, kv_size),
             "v_proj": ("qkv_proj", q_size + kv_size, kv_size),
             "gate_proj": ("gate_up_proj", 0, cfg.intermediate_size),
             "up_proj": ("gate_up_proj", cfg.intermediate_size, cfg.intermediate_size),

@@ -34,22 +34,26 @@ class RotaryEmbedding:
     """Precomputed cos/sin tables; `lookup` is done once per step and shared by all layers."""
 
     def __init__(
-        self, head_dim: int, max_positions: int, theta: float, scaling: dict[str, Any] | None,
-        device: torch.device, dtype: torch.dtype,
+        self,
+        head_dim: int,
+        max_positions: int,
+        theta: float,
+        scaling: dict[str, Any] | None,
+        device: torch.device,
+        dtype: torch.dtype,
     ) -> None:
         inv_freq = inv_frequencies(head_dim, theta, scaling)
         freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.cos = emb.cos().to(device=device, dtype=dtype)
-        self.sin = emb.sin().to(device=device, dtype=dtype)
+        # NOTE: rotate_half(x) * sin == roll(x, half) * signed_sin with the first half of sin negated,
+        # which saves the negation and concatenation of rotate_half on every layer.
+        self.cos = torch.cat((freqs.cos(), freqs.cos()), dim=-1).to(device=device, dtype=dtype)
+        self.sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1).to(device=device, dtype=dtype)
 
     def lookup(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin as `[tokens, 1, head_dim]`, broadcastable over heads."""
+        """cos and signed sin as `[tokens, 1, head_dim]`, broadcastable over heads."""
         return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: `[tokens, heads, head_dim]`."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """x: `[tokens, heads, head_dim]`; the tables come from `RotaryEmbedding.lookup`."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)

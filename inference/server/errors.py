@@ -48,6 +48,13 @@ def _validation_param(loc: tuple) -> str | None:
     return ".".join(str(part) for part in loc) or None
 
 
+def _validation_message(error: dict) -> str:
+    # Our own validators' messages are meant for users; drop pydantic's "Value error, " prefix.
+    own = error.get("ctx", {}).get("error") if error.get("type") == "value_error" else None
+    where = _validation_param(tuple(error.get("loc", ()))) or "body"
+    return f"{where}: {own or error.get('msg')}"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
@@ -68,9 +75,7 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = exc.errors()
         first = errors[0] if errors else {}
         param = _validation_param(tuple(first.get("loc", ())))
-        message = "; ".join(
-            f"{_validation_param(tuple(e.get('loc', ()))) or 'body'}: {e.get('msg')}" for e in errors
-        )
+        message = "; ".join(_validation_message(error) for error in errors)
         return _response(400, ErrorDetail(message=message or "invalid request", type="invalid_request_error",
                                           param=param))
 

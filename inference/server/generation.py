@@ -36,14 +36,17 @@ async def engine_stream(
 ) -> AsyncIterator[RequestOutput]:
     """The engine's deltas for one request, timed for metrics; aborts the request if left unfinished."""
     timer = ctx.metrics.track()
+    # Admission errors (400, 503) are raised here, before there is anything to abort.
+    outputs = ctx.engine.generate(request_id, prompt_ids, params)
     finished = False
     try:
-        async for output in ctx.engine.generate(request_id, prompt_ids, params):
+        async for output in outputs:
             timer.observe(output)
             finished = output.finished
             yield output
     finally:
         if not finished:
+            timer.abandon()
             # NOTE: shielded because this runs while the request's task is being cancelled.
             with anyio.CancelScope(shield=True):
                 await ctx.engine.abort(request_id)

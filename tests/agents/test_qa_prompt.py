@@ -43,3 +43,18 @@ def test_citations_are_renumbered_by_appearance_and_invalid_ones_dropped():
     ]
     assert result.invalid == [7]
     assert result.citations[0]["quote"] == "text of chunk 2"
+
+
+def test_uncited_sentences_get_the_source_they_copy_flagged_as_attributed():
+    from agents.qa.attribution import attribute
+
+    sources = _sources(2)
+    sources[0].text = "Zephyr 4.2 was released on 12 March 2026 with the QX-7 sensor driver."
+    sources[1].text = "Owls fly silently because their feathers have soft fringed edges."
+    answer = "Zephyr 4.2 was released on 12 March 2026. Owls fly silently [2]. I like turtles very much."
+    text, added = attribute(answer, sources)
+    assert (
+        text
+        == "Zephyr 4.2 was released on 12 March 2026 [1]. Owls fly silently [2]. I like turtles very much."
+    )
+    assert added == {1}

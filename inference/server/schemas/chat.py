@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from inference.server.schemas.common import SamplingRequest, Usage
 
@@ -18,17 +18,21 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # an assistant turn that called tools
+    tool_call_id: str | None = None  # a tool turn: which call this is the result of
 
-    def as_template_dict(self) -> dict[str, str]:
+    def as_template_dict(self) -> dict[str, Any]:
         """The message as chat templates expect it: content flattened to one string."""
         if isinstance(self.content, list):
             content = "".join(part.text for part in self.content)
         else:
             content = self.content or ""
         # Most templates know no "developer" role; it is OpenAI's new name for "system".
-        message = {"role": "system" if self.role == "developer" else self.role, "content": content}
-        if self.name is not None:
-            message["name"] = self.name
+        role = "system" if self.role == "developer" else self.role
+        message: dict[str, Any] = {"role": role, "content": content}
+        for key in ("name", "tool_calls", "tool_call_id"):
+            if (value := getattr(self, key)) is not None:
+                message[key] = value
         return message
 
 
@@ -37,22 +41,10 @@ class ChatCompletionRequest(SamplingRequest):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    # Validated with the other output constraints by inference.grammar.parse_structured_output.
     tools: list[dict[str, Any]] | None = None
-    response_format: dict[str, Any] | None = None
-
-    @field_validator("tools")
-    @classmethod
-    def _no_tools(cls, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-        if tools:
-            raise ValueError("tool calling is not supported by this server")
-        return tools
-
-    @field_validator("response_format")
-    @classmethod
-    def _text_only(cls, fmt: dict[str, Any] | None) -> dict[str, Any] | None:
-        if fmt is not None and fmt.get("type", "text") != "text":
-            raise ValueError("only response_format {'type': 'text'} is supported by this server")
-        return fmt
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
 
     @property
     def requested_max_tokens(self) -> int | None:
@@ -80,7 +72,8 @@ class ChatLogprobs(BaseModel):
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -102,7 +95,7 @@ class ChatCompletionResponse(BaseModel):
 class ChatChunkChoice(BaseModel):
     index: int = 0
     # NOTE: a plain dict so that absent keys stay absent (OpenAI sends {"content": "..."} without role).
-    delta: dict[str, str]
+    delta: dict[str, Any]
     logprobs: ChatLogprobs | None = None
     finish_reason: str | None = None
 

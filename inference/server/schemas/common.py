@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from inference.grammar import parse_structured_output
 from inference.protocol import SamplingParams
 
 
@@ -50,7 +51,13 @@ class ModelList(BaseModel):
 
 
 class SamplingRequest(BaseModel):
-    """Fields both /v1/completions and /v1/chat/completions take, including vLLM-style extra body fields."""
+    """Fields both /v1/completions and /v1/chat/completions take, including vLLM-style extra body fields.
+
+    vLLM's structured-output fields (`structured_outputs`, `guided_json`, ...) are kept as extra
+    fields: `inference.grammar.parse_structured_output` reads and validates them with the rest.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
@@ -70,6 +77,17 @@ class SamplingRequest(BaseModel):
     repetition_penalty: float = Field(default=1.0, gt=0.0)
     ignore_eos: bool = False
     stop_token_ids: list[int] = Field(default_factory=list)
+    response_format: dict[str, Any] | None = None
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_shape(cls, stop: object) -> object:
+        # Checked up front: pydantic would report one error per union member ("stop.str", ...).
+        if stop is None or isinstance(stop, str):
+            return stop
+        if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+            return stop
+        raise ValueError("stop must be a string or a list of strings")
 
     @field_validator("n")
     @classmethod
@@ -98,4 +116,7 @@ class SamplingRequest(BaseModel):
             stop_token_ids=list(self.stop_token_ids),
             ignore_eos=self.ignore_eos,
             logprobs=logprobs,
+            structured_output=parse_structured_output(
+                self.model_dump(exclude={"messages", "prompt"}, exclude_none=True)
+            ),
         )

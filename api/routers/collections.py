@@ -1,0 +1,163 @@
+"""Collections: CRUD with their chunking and embedding settings."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
+from api.errors import ApiError
+from core.models import Chunk, Collection, Document
+from core.registry import ModelNotAvailable
+from core.settings import Settings
+from ingestion import collections as service
+from ingestion.blobs import BlobStore
+from ingestion.chunking import ChunkingConfig
+
+router = APIRouter(prefix="/v1/collections", tags=["collections"])
+
+
+class CollectionCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    embedding_model: str | None = Field(default=None, description="Model spec (default: settings).")
+    index_dim: int | None = Field(default=None, description="Matryoshka prefix the HNSW index covers.")
+    chunking: ChunkingConfig | None = None
+
+
+class CollectionUpdate(BaseModel):
+    description: str | None = None
+    embedding_model: str | None = Field(default=None, description="Only while the collection is empty.")
+    index_dim: int | None = Field(default=None, description="Rebuilds the index from stored vectors.")
+    chunking: ChunkingConfig | None = Field(default=None, description="Applies to documents ingested later.")
+
+
+class CollectionOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    description: str
+    embedding_model: str
+    embedding_dim: int
+    index_dim: int
+    chunking: dict
+    created_at: datetime
+    updated_at: datetime
+    document_count: int = 0
+    chunk_count: int = 0
+
+
+def get_collection(session: Session, tenant: uuid.UUID, ref: str) -> Collection:
+    """By id or by name, within the tenant; 404 otherwise."""
+    query = select(Collection).where(Collection.tenant_id == tenant)
+    try:
+        query = query.where(Collection.id == uuid.UUID(ref))
+    except ValueError:
+        query = query.where(Collection.name == ref)
+    collection = session.execute(query).scalar_one_or_none()
+    if collection is None:
+        raise ApiError(404, "collection_not_found", f"no collection {ref!r}")
+    return collection
+
+
+def _out(session: Session, collection: Collection) -> CollectionOut:
+    docs = session.execute(select(func.count()).where(Document.collection_id == collection.id)).scalar_one()
+    chunks = session.execute(select(func.count()).where(Chunk.collection_id == collection.id)).scalar_one()
+    fields = {n: getattr(collection, n) for n in CollectionOut.model_fields if hasattr(collection, n)}
+    return CollectionOut(**fields, document_count=docs, chunk_count=chunks)
+
+
+def default_chunking(settings: Settings) -> ChunkingConfig:
+    knobs = settings.ingestion
+    return ChunkingConfig(
+        strategy=knobs.chunk_strategy,
+        chunk_size=knobs.chunk_size_tokens,
+        chunk_overlap=knobs.chunk_overlap_tokens,
+    )
+
+
+@router.post("", status_code=201, response_model=CollectionOut)
+def create_collection(
+    body: CollectionCreate, session: SessionDep, settings: SettingsDep, tenant: CurrentTenant
+):
+    exists = session.execute(
+        select(Collection.id).where(Collection.tenant_id == tenant, Collection.name == body.name)
+    ).first()
+    if exists:
+        raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists")
+    try:
+        collection = service.create_collection(
+            session,
+            tenant,
+            body.name,
+            embedding_model=body.embedding_model or settings.embedding_model,
+            chunking=body.chunking or default_chunking(settings),
+            index_dim=body.index_dim or settings.ingestion.index_dim,
+            description=body.description,
+        )
+    except ModelNotAvailable as exc:
+        raise ApiError(422, "model_not_available", str(exc)) from None
+    except ValueError as exc:
+        raise ApiError(422, "invalid_collection", str(exc)) from None
+    except IntegrityError:
+        raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists") from None
+    return _out(session, collection)
+
+
+@router.get("", response_model=list[CollectionOut])
+def list_collections(session: SessionDep, tenant: CurrentTenant):
+    rows = session.execute(select(Collection).where(Collection.tenant_id == tenant).order_by(Collection.name))
+    return [_out(session, c) for c in rows.scalars()]
+
+
+@router.get("/{collection}", response_model=CollectionOut)
+def read_collection(collection: str, session: SessionDep, tenant: CurrentTenant):
+    return _out(session, get_collection(session, tenant, collection))
+
+
+@router.patch("/{collection}", response_model=CollectionOut)
+def update_collection(collection: str, body: CollectionUpdate, session: SessionDep, tenant: CurrentTenant):
+    row = get_collection(session, tenant, collection)
+    try:
+        if body.embedding_model is not None:
+            service.check_model_change(session, row, body.embedding_model)
+        if body.index_dim is not None:
+            service.change_index_dim(session, row, body.index_dim)
+            session.commit()
+            service.build_prefix_index(session.get_bind(), row.id, row.index_dim)
+    except service.CollectionConflict as exc:
+        raise ApiError(409, "embedding_model_conflict", str(exc)) from None
+    except ModelNotAvailable as exc:
+        raise ApiError(422, "model_not_available", str(exc)) from None
+    except ValueError as exc:
+        raise ApiError(422, "invalid_collection", str(exc)) from None
+    if body.description is not None:
+        row.description = body.description
+    if body.chunking is not None:
+        row.chunking = body.chunking.model_dump()
+    session.flush()
+    return _out(session, row)
+
+
+@router.delete("/{collection}", status_code=204)
+def delete_collection(collection: str, session: SessionDep, state: StateDep, tenant: CurrentTenant):
+    row = get_collection(session, tenant, collection)
+    keys = (
+        session.execute(
+            select(Document.blob_key).where(Document.collection_id == row.id, Document.blob_key.is_not(None))
+        )
+        .scalars()
+        .all()
+    )
+    service.drop_collection_index(session, row.id)
+    session.delete(row)
+    session.commit()
+    blobs = BlobStore.for_data_dir(state.settings.data_dir)
+    for key in keys:
+        blobs.delete(key)
+    return Response(status_code=204)

@@ -1,0 +1,194 @@
+"""Documents: upload (multipart, many files) into a job, list with status, read, delete, chunks."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.deps import CurrentTenant, SessionDep, StateDep
+from api.errors import ApiError
+from api.routers.collections import get_collection
+from core.models import Chunk, Collection, Document, DocumentStatus
+from ingestion.blobs import BlobStore
+from ingestion.state import release_from_job
+from ingestion.uploads import Upload, create_batch, enqueue
+
+router = APIRouter(prefix="/v1", tags=["documents"])
+
+
+class UploadOutcomeOut(BaseModel):
+    filename: str
+    source_id: str
+    status: str
+    document_id: uuid.UUID | None
+    version: int | None
+    reason: str | None
+
+
+class UploadOut(BaseModel):
+    job_id: uuid.UUID
+    documents: list[UploadOutcomeOut]
+
+
+class DocumentOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    collection_id: uuid.UUID
+    source_id: str
+    title: str
+    mime_type: str | None
+    size_bytes: int
+    content_hash: str
+    status: DocumentStatus
+    version: int
+    error: str | None
+    job_id: uuid.UUID | None
+    attempts: int
+    metadata: dict = Field(validation_alias="metadata_")
+    created_at: datetime
+    updated_at: datetime
+
+
+class DocumentPage(BaseModel):
+    total: int
+    items: list[DocumentOut]
+
+
+class ChunkOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    ordinal: int
+    text: str
+    token_count: int
+    char_start: int
+    char_end: int
+    page: int | None
+    heading_path: list
+    metadata: dict = Field(validation_alias="metadata_")
+
+
+class ChunkPage(BaseModel):
+    total: int
+    items: list[ChunkOut]
+
+
+def get_document(session: Session, tenant: uuid.UUID, document_id: uuid.UUID) -> Document:
+    doc = session.execute(
+        select(Document)
+        .join(Collection, Collection.id == Document.collection_id)
+        .where(Document.id == document_id, Collection.tenant_id == tenant)
+    ).scalar_one_or_none()
+    if doc is None:
+        raise ApiError(404, "document_not_found", f"no document {document_id}")
+    return doc
+
+
+@router.post("/collections/{collection}/documents", status_code=202, response_model=UploadOut)
+def upload_documents(
+    collection: str,
+    session: SessionDep,
+    state: StateDep,
+    tenant: CurrentTenant,
+    files: list[UploadFile] = File(..., description="One or more files."),
+    metadata: str | None = Form(
+        default=None, description="JSON object merged into each document's metadata."
+    ),
+):
+    """Store the bytes, create one job for the batch, queue one task per new or changed document."""
+    settings = state.settings
+    row = get_collection(session, tenant, collection)
+    if len(files) > settings.ingestion.max_files_per_upload:
+        raise ApiError(
+            413, "too_many_files", f"at most {settings.ingestion.max_files_per_upload} files per upload"
+        )
+    try:
+        extra = json.loads(metadata) if metadata else {}
+    except ValueError as exc:
+        raise ApiError(422, "invalid_metadata", f"metadata is not valid JSON: {exc}") from None
+    if not isinstance(extra, dict):
+        raise ApiError(422, "invalid_metadata", "metadata must be a JSON object")
+    max_bytes = int(settings.ingestion.max_file_mb * 1e6)
+    uploads = []
+    for file in files:
+        if not file.filename:
+            raise ApiError(422, "missing_filename", "every uploaded file needs a file name")
+        # NOTE: at most max_bytes + 1 bytes are read; anything longer is rejected as too large.
+        data = file.file.read(max_bytes + 1)
+        uploads.append(Upload(file.filename, data, metadata=dict(extra), size=file.size or len(data)))
+    batch = create_batch(session, BlobStore.for_data_dir(settings.data_dir), row, uploads, max_bytes)
+    session.commit()
+    for key in batch.stale_blobs:
+        BlobStore.for_data_dir(settings.data_dir).delete(key)
+    enqueue(state.celery, settings, batch.job.id, batch.queued, batch.sizes)
+    return UploadOut(job_id=batch.job.id, documents=[UploadOutcomeOut(**vars(o)) for o in batch.outcomes])
+
+
+@router.get("/collections/{collection}/documents", response_model=DocumentPage)
+def list_documents(
+    collection: str,
+    session: SessionDep,
+    tenant: CurrentTenant,
+    status: DocumentStatus | None = None,
+    job_id: uuid.UUID | None = None,
+    source_id: str | None = Query(default=None, description="Exact source id."),
+    q: str | None = Query(default=None, description="Substring of the source id or title."),
+    limit: int = Query(default=100, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0),
+):
+    row = get_collection(session, tenant, collection)
+    query = select(Document).where(Document.collection_id == row.id)
+    if status is not None:
+        query = query.where(Document.status == status)
+    if job_id is not None:
+        query = query.where(Document.job_id == job_id)
+    if source_id is not None:
+        query = query.where(Document.source_id == source_id)
+    if q:
+        pattern = f"%{q}%"
+        query = query.where(Document.source_id.ilike(pattern) | Document.title.ilike(pattern))
+    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+    docs = session.execute(
+        query.order_by(Document.created_at, Document.id).limit(limit).offset(offset)
+    ).scalars()
+    return DocumentPage(total=total, items=[DocumentOut.model_validate(d) for d in docs])
+
+
+@router.get("/documents/{document_id}", response_model=DocumentOut)
+def read_document(document_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
+    return DocumentOut.model_validate(get_document(session, tenant, document_id))
+
+
+@router.delete("/documents/{document_id}", status_code=204)
+def delete_document(document_id: uuid.UUID, session: SessionDep, state: StateDep, tenant: CurrentTenant):
+    """Deletes the document and its chunks (FK cascade) in one transaction."""
+    doc = session.get(Document, get_document(session, tenant, document_id).id, with_for_update=True)
+    key = doc.blob_key
+    release_from_job(session, doc)
+    session.delete(doc)
+    session.commit()
+    BlobStore.for_data_dir(state.settings.data_dir).delete(key)
+    return Response(status_code=204)
+
+
+@router.get("/documents/{document_id}/chunks", response_model=ChunkPage)
+def list_chunks(
+    document_id: uuid.UUID,
+    session: SessionDep,
+    tenant: CurrentTenant,
+    limit: int = Query(default=100, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0),
+):
+    doc = get_document(session, tenant, document_id)
+    total = session.execute(select(func.count()).where(Chunk.document_id == doc.id)).scalar_one()
+    chunks = session.execute(
+        select(Chunk).where(Chunk.document_id == doc.id).order_by(Chunk.ordinal).limit(limit).offset(offset)
+    ).scalars()
+    return ChunkPage(total=total, items=[ChunkOut.model_validate(c) for c in chunks])

@@ -1,0 +1,61 @@
+"""POST /v1/collections/{id}/search."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
+from api.errors import ApiError
+from api.llm import local_engine
+from retrieval.backends import llm_backends, needs_local_engine
+from retrieval.service import SearchRequest, find_collection, request_config, search
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+
+class SearchHit(BaseModel):
+    chunk_id: uuid.UUID
+    document_id: uuid.UUID
+    source_id: str
+    title: str
+    text: str
+    page: int | None
+    char_start: int
+    char_end: int
+    heading_path: list
+    metadata: dict
+    score: float
+    scores: dict[str, float]
+    ranks: dict[str, int]
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchHit]
+    debug: dict[str, Any] | None = None
+
+
+@router.post("/collections/{collection_id}/search", response_model=SearchResponse)
+async def search_collection(
+    collection_id: uuid.UUID,
+    body: SearchRequest,
+    session: SessionDep,
+    settings: SettingsDep,
+    tenant: CurrentTenant,
+    state: StateDep,
+) -> SearchResponse:
+    """Search one collection: BM25, dense or hybrid, optionally transformed and reranked.
+    Each result has its text, provenance (document, page, character span) and per-stage scores."""
+    collection = find_collection(session, tenant, collection_id)
+    if collection is None:
+        raise ApiError(404, "collection_not_found", f"no collection {collection_id}")
+    # NOTE: the in-process engine is loaded only for a search that needs an LLM.
+    config = request_config(settings.retrieval, collection, body)
+    engine = local_engine(state) if needs_local_engine(settings, config) else None
+    chat, judge = llm_backends(settings, engine)
+    result = await search(session, settings.retrieval, collection, body, chat=chat, judge=judge)
+    hits = [SearchHit(**vars(r)) for r in result.results]
+    return SearchResponse(results=hits, debug=result.debug if body.debug else None)

@@ -1,0 +1,174 @@
+"""Question answering under load: `python -m benchmarks.qa [--concurrency 20] [--max-tokens 64]`.
+
+Starts the platform as a user would (`groundwork up` on a fresh data dir: embedded Postgres, the
+database broker, a worker, the API, the demo corpus), then sends the demo questions to /v1/ask, all
+at once, and reports the latency breakdown per stage (retrieval, rerank, TTFT, total) p50/p99 and
+the prefix-cache hit rate of the answers' prompts. Writes benchmarks/results/qa.json and a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from cli.demo import DEMO_COLLECTION
+
+RESULTS = Path(__file__).parent / "results" / "qa.json"
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = [
+    "How many tokens does a KV cache block hold by default?",
+    "What does the scheduler do at every step?",
+    "How large are the chunks of a long prompt prefilled at once?",
+    "Which endpoints does the engine's API serve?",
+    "What is reused by prefix caching?",
+    "Which model does Groundwork generate text with by default?",
+    "What are the stages a document moves through during ingestion?",
+    "What happens to a corrupt PDF during ingestion?",
+    "How large are the default chunks and how much do they overlap?",
+    "What happens when a changed document is uploaded again?",
+    "What happens if a worker dies in the middle of a job?",
+    "Which BM25 variant is used by default, with which parameters?",
+    "Which constant does Reciprocal Rank Fusion use by default?",
+    "How many dimensions do the all-MiniLM-L6-v2 vectors have?",
+    "What does the HNSW index cover?",
+    "Which rerankers can re-order the candidates?",
+    "Where does Groundwork store everything durable?",
+    "What happens without a configured database URL?",
+    "Which file types can be ingested?",
+    "How are answers cited?",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_platform(data_dir: Path, port: int) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")} | {
+        "GROUNDWORK_DATA_DIR": str(data_dir),
+        "GROUNDWORK_API_PORT": str(port),
+        "GROUNDWORK_CELERY_QUEUE": f"bench-qa-{port}",
+        "GROUNDWORK_LOG_LEVEL": "WARNING",
+    }
+    log = (data_dir / "up.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up"], env=env, cwd=ROOT, stdout=log, stderr=log
+    )
+    deadline = time.monotonic() + 600
+    while "Try:" not in (data_dir / "up.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("groundwork up failed:\n" + (data_dir / "up.log").read_text()[-3000:])
+        time.sleep(1)
+    return proc
+
+
+async def ask_all(base_url: str, questions: list[str], max_tokens: int) -> tuple[list[dict], float]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
+
+        async def one(question: str) -> dict:
+            body = {
+                "collection": DEMO_COLLECTION,
+                "question": question,
+                "generation": {"max_tokens": max_tokens},
+            }
+            response = await client.post("/v1/ask", json=body)
+            response.raise_for_status()
+            return response.json()
+
+        start = time.perf_counter()
+        answers = await asyncio.gather(*(one(q) for q in questions))
+        return list(answers), time.perf_counter() - start
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": float("nan"), "p99": float("nan"), "n": 0}
+    return {
+        "p50": float(np.percentile(values, 50)),
+        "p99": float(np.percentile(values, 99)),
+        "n": len(values),
+    }
+
+
+def hit_rate(base_url: str) -> float:
+    for line in httpx.get(f"{base_url}/metrics").text.splitlines():
+        if line.startswith("groundwork_ask_prefix_cache_hit_rate "):
+            return float(line.split()[1])
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args()
+    questions = (QUESTIONS * (args.concurrency // len(QUESTIONS) + 1))[: args.concurrency]
+
+    data_dir = Path(tempfile.mkdtemp(prefix="groundwork-bench-qa-"))
+    data_dir.chmod(0o755)
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    proc = start_platform(data_dir, port)
+    try:
+        asyncio.run(ask_all(base_url, questions[:1], args.max_tokens))  # warm-up: loads the engine
+        answers, wall = asyncio.run(ask_all(base_url, questions, args.max_tokens))
+        rate = hit_rate(base_url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    stages = {
+        stage: _percentiles([a["timings"][f"{stage}_ms"] for a in answers if f"{stage}_ms" in a["timings"]])
+        for stage in ("retrieval", "rerank", "ttft", "total")
+    }
+    completion = sum(a["usage"]["completion_tokens"] for a in answers)
+    report = {
+        "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
+        "wall_s": wall,
+        "answers_per_s": len(answers) / wall,
+        "completion_tokens_per_s": completion / wall,
+        "latency_ms": stages,
+        "prefix_cache_hit_rate": rate,
+        "grounded": sum(a["grounded"] for a in answers),
+        "with_citations": sum(bool(a["citations"]) for a in answers),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2))
+
+    table = Table(title=f"/v1/ask, {args.concurrency} concurrent requests on the demo corpus")
+    table.add_column("stage")
+    table.add_column("p50 ms", justify="right")
+    table.add_column("p99 ms", justify="right")
+    table.add_column("n", justify="right")
+    for stage, p in stages.items():
+        table.add_row(stage, f"{p['p50']:.1f}", f"{p['p99']:.1f}", str(p["n"]))
+    console = Console()
+    console.print(table)
+    console.print(
+        f"wall {wall:.1f} s · {report['answers_per_s']:.2f} answers/s · "
+        f"{report['completion_tokens_per_s']:.1f} tokens/s · prefix-cache hit rate {rate:.1%} · "
+        f"{report['with_citations']}/{len(answers)} with citations · results: {RESULTS}"
+    )
+
+
+if __name__ == "__main__":
+    main()

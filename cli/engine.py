@@ -1,0 +1,86 @@
+"""`groundwork engine serve | generate`: our inference engine on its own, without the platform."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import typer
+import uvicorn
+
+from core.registry import ModelNotAvailable, resolve_model
+from core.settings import Settings, get_settings
+from core.telemetry import configure_logging
+
+app = typer.Typer(help="Groundwork's own inference engine.", no_args_is_help=True)
+
+MODEL_HELP = "Model spec: packaged name, GGUF file or HF directory, or hub id (default: settings.llm_model)."
+
+
+def _load_engine(spec: str | None, settings: Settings):
+    # NOTE: imported here so that `groundwork --help` and other commands do not pay for torch.
+    from inference.async_engine import AsyncLLMEngine
+
+    spec = spec or settings.llm_model
+    try:
+        resolved = resolve_model(spec, offline=settings.hf_offline)
+    except ModelNotAvailable as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    return AsyncLLMEngine.from_settings(settings, resolved.path, model_name=spec)
+
+
+@app.command()
+def serve(
+    model: str = typer.Option(None, "--model", help=MODEL_HELP),
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8001, help="Port to listen on (the platform API uses settings.api_port)."),
+) -> None:
+    """Serve the model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /metrics)."""
+    from inference.server import create_app
+
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    engine = _load_engine(model, settings)
+    engine.start()
+    try:
+        uvicorn.run(create_app(engine, engine.model_name), host=host, port=port, log_config=None)
+    finally:
+        engine.shutdown()
+
+
+@app.command()
+def generate(
+    prompt: str = typer.Argument(..., help="The user message (or raw prompt with --no-chat)."),
+    model: str = typer.Option(None, "--model", help=MODEL_HELP),
+    max_tokens: int = typer.Option(256, help="Most tokens to generate."),
+    temperature: float = typer.Option(0.7, help="0 = greedy."),
+    chat: bool = typer.Option(True, "--chat/--no-chat", help="Wrap the prompt in the model's chat template."),
+) -> None:
+    """Generate from one prompt, streaming the text to stdout."""
+    from inference.protocol import EngineError, SamplingParams
+
+    settings = get_settings()
+    configure_logging("WARNING", json_logs=False)
+    engine = _load_engine(model, settings)
+    params = SamplingParams(max_tokens=max_tokens, temperature=temperature)
+
+    async def stream() -> None:
+        if chat:
+            prompt_ids = engine.apply_chat_template([{"role": "user", "content": prompt}])
+        else:
+            prompt_ids = engine.encode(prompt)
+        async for output in engine.generate(uuid.uuid4().hex, prompt_ids, params):
+            sys.stdout.write(output.new_text)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+
+    engine.start()
+    try:
+        asyncio.run(stream())
+    except EngineError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        engine.shutdown()

@@ -1,0 +1,261 @@
+"""The synchronous engine: each `step()` is schedule -> run the model -> sample -> postprocess.
+
+Not thread-safe: one thread owns it (`AsyncLLMEngine` runs it in a background thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import torch
+
+from inference.block_manager import BlockManager
+from inference.config import EngineConfig
+from inference.detokenizer import Detokenizer
+from inference.loaders import load_model
+from inference.model_runner import ModelRunner, ScheduledBatch, kv_block_bytes
+from inference.protocol import EngineStats, InvalidRequestError, RequestOutput, SamplingParams
+from inference.sampling import sample
+from inference.scheduler import Scheduler
+from inference.sequence import Sequence
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from inference.grammar import EngineGrammars
+
+
+class StepError(Exception):
+    """A step failed; its sequences were finished (freed) so the engine can go on serving the others."""
+
+    def __init__(self, request_ids: list[str]) -> None:
+        super().__init__(f"engine step failed for {request_ids}")
+        self.request_ids = request_ids
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        if config.cpu_threads is not None:
+            torch.set_num_threads(config.cpu_threads)  # process-wide: the engine is the process's main user
+        self.model, self.tokenizer = load_model(
+            config.model_path, config.cache_dir, config.device, config.dtype
+        )
+        model_cfg = self.model.config
+        eos = set(model_cfg.eos_token_ids)
+        if self.tokenizer.eos_token_id is not None:
+            eos.add(self.tokenizer.eos_token_id)
+        self.eos_token_ids = frozenset(eos)
+        self.vocab_size = model_cfg.vocab_size
+        num_blocks = config.num_kv_blocks or int(
+            config.kv_cache_memory_gb * 2**30 // kv_block_bytes(model_cfg, config.block_size, config.dtype)
+        )
+        if num_blocks < 1:
+            raise ValueError("kv_cache_memory_gb is too small for a single KV-cache block")
+        self.kv_capacity_tokens = num_blocks * config.block_size
+        # NOTE: a sequence may never outgrow the whole pool, so preempting all others always lets
+        # the oldest running sequence progress (no livelock).
+        self.max_model_len = min(
+            model_cfg.max_position_embeddings,
+            config.max_model_len or model_cfg.max_position_embeddings,
+            self.kv_capacity_tokens,
+        )
+        self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(
+            self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.prefill_chunk_size
+        )
+        self.runner = ModelRunner(self.model, num_blocks, config.block_size, self.max_model_len)
+        self._grammars: EngineGrammars | None = None  # built on the first constrained request
+        self._grammars_lock = threading.Lock()
+        self._seqs: dict[str, Sequence] = {}
+        self._detok: dict[str, Detokenizer] = {}
+        self._arrivals = 0
+        self._totals = {"prompt": 0, "generation": 0, "cached": 0}
+        log.info(
+            "KV cache: %d blocks x %d tokens = %d tokens (%.2f GiB); max_model_len %d; device %s, %s",
+            num_blocks,
+            config.block_size,
+            self.kv_capacity_tokens,
+            num_blocks * kv_block_bytes(model_cfg, config.block_size, config.dtype) / 2**30,
+            self.max_model_len,
+            config.device,
+            config.dtype,
+        )
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def validate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """Raise InvalidRequestError if the request cannot be served. Prompts must leave room for at
+        least one output token; `max_tokens` beyond the context is clamped (finish_reason "length")."""
+        params.validate()
+        if request_id in self._seqs:
+            raise InvalidRequestError(f"request id {request_id!r} is already in use")
+        if not prompt_token_ids:
+            raise InvalidRequestError("the prompt is empty")
+        if len(prompt_token_ids) >= self.max_model_len:
+            raise InvalidRequestError(
+                f"prompt has {len(prompt_token_ids)} tokens; this model's context is {self.max_model_len} "
+                "(prompt plus at least one output token)"
+            )
+        if min(prompt_token_ids) < 0 or max(prompt_token_ids) >= self.vocab_size:
+            raise InvalidRequestError(f"prompt token ids must be in [0, {self.vocab_size})")
+        if params.structured_output is not None:
+            # Compiling here (the caller's thread) reports a bad grammar before the request is queued
+            # and leaves the compiled grammar in the service's cache for add_request.
+            self.grammars().service.compile(params.structured_output)
+
+    def grammars(self) -> EngineGrammars:
+        """The structured-output state (see inference/grammar/README.md), created on first use so
+        engines that never see a grammar do not pay for xgrammar's tokenizer tables."""
+        with self._grammars_lock:
+            if self._grammars is None:
+                from inference.grammar import EngineGrammars, GrammarService
+
+                service = GrammarService(
+                    self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=sorted(self.eos_token_ids)
+                )
+                self._grammars = EngineGrammars(service)
+            return self._grammars
+
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        self.validate(request_id, prompt_token_ids, params)
+        n = len(prompt_token_ids)
+        seq = Sequence(
+            request_id,
+            list(prompt_token_ids),
+            n,
+            params,
+            min(self.max_model_len, n + params.max_tokens),
+        )
+        if params.seed is not None:
+            seq.generator = torch.Generator(self.config.device).manual_seed(params.seed)
+        self._arrivals += 1
+        if params.structured_output is not None:
+            self.grammars().add(request_id, params.structured_output)
+        self._seqs[request_id] = seq
+        self._detok[request_id] = Detokenizer(self.tokenizer, seq.token_ids, params.stop)
+        self.scheduler.add(seq)
+
+    def abort_request(self, request_id: str) -> RequestOutput | None:
+        """Stop a request; returns its final output (finish_reason "abort"), or None if unknown."""
+        seq = self._seqs.get(request_id)
+        if seq is None:
+            return None
+        seq.finish_reason = "abort"
+        self.scheduler.finish(seq)
+        return self._output(seq, [], None)
+
+    def abort_all(self) -> list[RequestOutput]:
+        return [out for rid in list(self._seqs) if (out := self.abort_request(rid)) is not None]
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # -- the step ------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def step(self) -> list[RequestOutput]:
+        batch = self.scheduler.schedule()
+        if batch is None:
+            return []
+        try:
+            return self._run(batch)
+        except Exception as e:
+            for seq in batch.seqs:
+                if not seq.is_finished:
+                    seq.finish_reason = "abort"
+                    self.scheduler.finish(seq)
+                self._forget(seq.request_id)
+            raise StepError([s.request_id for s in batch.seqs]) from e
+
+    def _run(self, batch: ScheduledBatch) -> list[RequestOutput]:
+        logits = self.runner.run(batch)
+        for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
+            seq.num_computed_tokens += n
+            self.block_manager.commit_full_blocks(seq)
+        to_sample = [s for s, flag in zip(batch.seqs, batch.sampling, strict=True) if flag]
+        if not to_sample:
+            return []
+        bitmask = self._grammars.bitmask(to_sample) if self._grammars else None
+        sampled = sample(logits, to_sample, bitmask)
+        outputs = []
+        for seq, token, logprob in zip(to_sample, sampled.token_ids, sampled.logprobs, strict=True):
+            outputs.append(self._append(seq, token, logprob))
+        return outputs
+
+    def _append(self, seq: Sequence, token: int, logprob) -> RequestOutput:
+        seq.token_ids.append(token)
+        params = seq.params
+        # NOTE: a grammar must see every sampled token (EOS included: accepting it terminates it).
+        grammar_done = params.structured_output is not None and self._grammars.accept(seq.request_id, token)
+        if token in params.stop_token_ids or (token in self.eos_token_ids and not params.ignore_eos):
+            seq.finish_reason = "stop"  # the stop token's text is not part of the output
+        elif self._detok[seq.request_id].push(token) or grammar_done:
+            seq.finish_reason = "stop"
+        elif seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= seq.max_len:
+            seq.finish_reason = "length"
+        if seq.finish_reason is not None:
+            self.scheduler.finish(seq)
+        return self._output(seq, [token], logprob)
+
+    def _output(self, seq: Sequence, new_ids: list[int], logprob) -> RequestOutput:
+        finished = seq.finish_reason is not None
+        detok = self._detok[seq.request_id]
+        if finished and not detok.stopped:
+            detok.flush()
+        text = detok.take(finished)
+        if finished:
+            self._forget(seq.request_id)
+            self._totals["prompt"] += seq.num_prompt_tokens
+            self._totals["generation"] += seq.num_output_tokens
+            self._totals["cached"] += seq.num_cached_tokens or 0
+        return RequestOutput(
+            request_id=seq.request_id,
+            new_token_ids=new_ids,
+            new_text=text,
+            finished=finished,
+            finish_reason=seq.finish_reason,
+            num_prompt_tokens=seq.num_prompt_tokens,
+            num_output_tokens=seq.num_output_tokens,
+            num_cached_tokens=seq.num_cached_tokens or 0,
+            logprobs=[logprob] if logprob is not None else None,
+        )
+
+    def _forget(self, request_id: str) -> None:
+        self._seqs.pop(request_id, None)
+        self._detok.pop(request_id, None)
+        if self._grammars is not None:
+            self._grammars.remove(request_id)
+
+    # -- conveniences --------------------------------------------------------------------------------
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_cache_usage=self.block_manager.usage,
+            kv_cache_capacity_tokens=self.kv_capacity_tokens,
+            num_preemptions_total=self.scheduler.num_preemptions_total,
+            num_prompt_tokens_total=self._totals["prompt"],
+            num_generation_tokens_total=self._totals["generation"],
+            num_cached_tokens_total=self._totals["cached"],
+        )
+
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]
+    ) -> list[tuple[list[int], str, str | None]]:
+        """Run prompts to completion (offline use and tests): (token ids, text, finish_reason) each."""
+        plist = params if isinstance(params, list) else [params] * len(prompts)
+        ids = [f"offline-{self._arrivals + i}" for i in range(len(prompts))]
+        for rid, prompt, p in zip(ids, prompts, plist, strict=True):
+            self.add_request(rid, prompt, p)
+        results: dict[str, tuple[list[int], list[str], str | None]] = {rid: ([], [], None) for rid in ids}
+        while self.has_unfinished():
+            for out in self.step():
+                tokens, texts, _ = results[out.request_id]
+                tokens.extend(out.new_token_ids)
+                texts.append(out.new_text)
+                results[out.request_id] = (tokens, texts, out.finish_reason)
+        return [(results[r][0], "".join(results[r][1]), results[r][2]) for r in ids]

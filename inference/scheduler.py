@@ -1,0 +1,111 @@
+"""Decide which tokens each engine step computes.
+
+Each step has a token budget (`max_num_batched_tokens`) and a sequence cap (`max_num_seqs`). Running
+sequences go first, oldest first: a decoding sequence needs one token, a prefilling one gets its next
+chunk (at most `prefill_chunk_size`), so a long prompt is spread over several steps and never stalls
+the decodes batched with it. Leftover budget admits waiting sequences (first come, first served).
+
+When the block pool cannot hold a running sequence's next tokens, the most recently admitted running
+sequence is preempted by recompute: its blocks are freed and it goes back to the front of the waiting
+queue with `num_computed_tokens = 0` (its prefix-cached blocks usually make the recompute cheap).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from inference.block_manager import BlockManager
+from inference.model_runner import ScheduledBatch
+from inference.sequence import SeqStatus, Sequence
+
+
+class Scheduler:
+    def __init__(
+        self,
+        block_manager: BlockManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        prefill_chunk_size: int,
+    ) -> None:
+        self.block_manager = block_manager
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.prefill_chunk_size = prefill_chunk_size
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions_total = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def finish(self, seq: Sequence) -> None:
+        """Drop a sequence (finished or aborted) wherever it is and free its blocks."""
+        if seq.status is SeqStatus.RUNNING:
+            self.running.remove(seq)
+        elif seq.status is SeqStatus.WAITING:
+            self.waiting.remove(seq)
+        seq.status = SeqStatus.FINISHED
+        self.block_manager.free(seq)
+
+    def _chunk(self, seq: Sequence, budget: int) -> int:
+        return min(seq.num_tokens - seq.num_computed_tokens, self.prefill_chunk_size, budget)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.block_manager.free(seq)
+        seq.num_computed_tokens = 0
+        seq.status = SeqStatus.WAITING
+        self.waiting.appendleft(seq)
+        self.num_preemptions_total += 1
+
+    def schedule(self) -> ScheduledBatch | None:
+        budget = self.max_num_batched_tokens
+        scheduled: list[tuple[Sequence, int]] = []
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = self._chunk(seq, budget)
+            while not self.block_manager.allocate(seq, seq.num_computed_tokens + n):
+                # NOTE: victims are always at index >= i (never one already scheduled this step);
+                # when `seq` is the newest itself it preempts itself and the loop ends.
+                victim = self.running[-1]
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    break
+            if seq.status is SeqStatus.WAITING:
+                break
+            scheduled.append((seq, n))
+            budget -= n
+            i += 1
+
+        # Admitting while preempting would only thrash: the freed blocks go to the running sequences.
+        while not preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            if not seq.block_table:
+                seq.num_computed_tokens = self.block_manager.match_prefix(seq)
+            n = self._chunk(seq, budget)
+            if not self.block_manager.allocate(seq, seq.num_computed_tokens + n):
+                self.block_manager.free(seq)
+                seq.num_computed_tokens = 0
+                break
+            self.waiting.popleft()
+            if seq.num_cached_tokens is None:  # first admission: what the prefix cache saved this request
+                seq.num_cached_tokens = seq.num_computed_tokens
+            seq.status = SeqStatus.RUNNING
+            self.running.append(seq)
+            scheduled.append((seq, n))
+            budget -= n
+
+        if not scheduled:
+            return None
+        scheduled.sort(key=lambda item: item[1] > 1)  # stable: single-token queries first (batched decode)
+        return ScheduledBatch(
+            seqs=[s for s, _ in scheduled],
+            num_new_tokens=[n for _, n in scheduled],
+            sampling=[s.num_computed_tokens + n == s.num_tokens for s, n in scheduled],
+        )

@@ -1,0 +1,82 @@
+"""Chunkers, chosen per collection (`Collection.chunking` holds a `ChunkingConfig`). Every chunk is
+a span of the parsed text inside one segment, so it inherits that segment's page and heading path,
+and `text == parsed.text[char_start:char_end]` always holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from ingestion.chunking.fixed import fixed_windows
+from ingestion.chunking.recursive import recursive_spans
+from ingestion.chunking.semantic import semantic_spans
+from ingestion.chunking.words import WordIndex
+from ingestion.parsers.base import ParsedDocument
+
+
+class ChunkingConfig(BaseModel):
+    strategy: Literal["fixed", "recursive", "semantic"] = "fixed"
+    chunk_size: int = Field(default=256, ge=8, le=8192, description="Token budget per chunk.")
+    chunk_overlap: int = Field(default=32, ge=0, description="Tokens repeated between fixed windows.")
+    semantic_percentile: float = Field(
+        default=90.0,
+        gt=0,
+        lt=100,
+        description="Semantic: cut where the sentence distance exceeds this percentile.",
+    )
+
+    @model_validator(mode="after")
+    def _overlap_below_half(self) -> ChunkingConfig:
+        if self.chunk_overlap * 2 > self.chunk_size:
+            raise ValueError("chunk_overlap must be at most half of chunk_size")
+        return self
+
+
+@dataclass
+class ChunkDraft:
+    text: str
+    char_start: int
+    char_end: int
+    token_count: int
+    page: int | None = None
+    heading_path: list[str] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+
+
+def chunk_document(doc: ParsedDocument, config: ChunkingConfig, embedder) -> list[ChunkDraft]:
+    """Chunks of every segment in order. `embedder` gives the tokenizer and the model's input limit.
+
+    NOTE: the budget is capped at what the model reads (`embedder.max_tokens`): a longer chunk would
+    be stored whole but embedded truncated.
+    """
+    size = min(config.chunk_size, embedder.max_tokens)
+    overlap = min(config.chunk_overlap, size // 2)
+    drafts: list[ChunkDraft] = []
+    for segment in doc.segments:
+        index = WordIndex(doc.text, segment.start, segment.end, embedder.tokenizer)
+        if config.strategy == "fixed":
+            spans = fixed_windows(index, size, overlap)
+        elif config.strategy == "recursive":
+            spans = recursive_spans(index, size)
+        else:
+            spans = semantic_spans(index, size, embedder, config.semantic_percentile)
+        for i, j in spans:
+            start, end = index.char_span(i, j)
+            drafts.append(
+                ChunkDraft(
+                    text=doc.text[start:end],
+                    char_start=start,
+                    char_end=end,
+                    token_count=index.tokens(i, j),
+                    page=segment.page,
+                    heading_path=list(segment.heading_path),
+                    metadata=dict(segment.metadata),
+                )
+            )
+    return drafts
+
+
+__all__ = ["ChunkDraft", "ChunkingConfig", "chunk_document"]

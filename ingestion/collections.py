@@ -1,0 +1,124 @@
+"""Collections: model and dimensions are fixed at creation; the indexed Matryoshka prefix can be
+changed later and is rebuilt from the stored full vectors, without re-embedding.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Engine, bindparam, select, text, update
+from sqlalchemy.orm import Session
+
+from core.models import Chunk, Collection, Document
+from ingestion.chunking import ChunkingConfig
+from retrieval.embedding import get_embedder, matryoshka_prefix, prefix_index_ddl, prefix_index_name
+
+REINDEX_BATCH = 2000
+
+
+class CollectionConflict(ValueError):
+    """The change would mix models or dimensions inside one collection."""
+
+
+def resolve_index_dim(requested: int | None, embedding_dim: int) -> int:
+    dim = requested or embedding_dim
+    if not 1 <= dim <= embedding_dim:
+        raise ValueError(f"index_dim must be within 1..{embedding_dim} (the model's dimension)")
+    return dim
+
+
+def create_collection(
+    session: Session,
+    tenant_id: uuid.UUID,
+    name: str,
+    *,
+    embedding_model: str,
+    chunking: ChunkingConfig,
+    index_dim: int | None = None,
+    description: str = "",
+) -> Collection:
+    """Insert the collection and its (empty) prefix index in the caller's transaction."""
+    embedding_dim = get_embedder(embedding_model).dim
+    collection = Collection(
+        tenant_id=tenant_id,
+        name=name,
+        description=description,
+        embedding_model=embedding_model,
+        embedding_dim=embedding_dim,
+        index_dim=resolve_index_dim(index_dim, embedding_dim),
+        chunking=chunking.model_dump(),
+        retrieval={},
+    )
+    session.add(collection)
+    session.flush()
+    session.execute(text(prefix_index_ddl(collection.id, collection.index_dim)))
+    return collection
+
+
+def change_index_dim(session: Session, collection: Collection, index_dim: int) -> int:
+    """Re-derive every chunk's prefix at `index_dim` from the stored full vectors and drop the old
+    index; returns chunks updated. The caller commits, then calls `build_prefix_index`.
+
+    NOTE: the index cannot be rebuilt in this transaction: a plain CREATE INDEX also indexes the
+    row versions this transaction replaced, whose old-length prefixes fail the `vector(D)` cast.
+    CREATE INDEX CONCURRENTLY after the commit sees only live rows. Meanwhile searches use the new
+    expression without an index (exact, slower). Workers share-lock the collection row while
+    storing, so none writes an old-length prefix after this commits.
+    """
+    index_dim = resolve_index_dim(index_dim, collection.embedding_dim)
+    session.execute(select(Collection.id).where(Collection.id == collection.id).with_for_update())
+    if index_dim == collection.index_dim:
+        return 0
+    session.execute(text(f"DROP INDEX IF EXISTS {prefix_index_name(collection.id)}"))
+    table = Chunk.__table__
+    set_prefix = (
+        update(table).where(table.c.id == bindparam("chunk_id")).values(embedding_prefix=bindparam("prefix"))
+    )
+    updated, last_id = 0, None
+    while True:
+        query = select(Chunk.id, Chunk.embedding).where(Chunk.collection_id == collection.id)
+        query = query.where(Chunk.embedding.is_not(None)).order_by(Chunk.id).limit(REINDEX_BATCH)
+        rows = session.execute(query if last_id is None else query.where(Chunk.id > last_id)).all()
+        if not rows:
+            break
+        prefixes = matryoshka_prefix([r.embedding for r in rows], index_dim)
+        session.execute(
+            set_prefix, [{"chunk_id": r.id, "prefix": p} for r, p in zip(rows, prefixes, strict=True)]
+        )
+        updated += len(rows)
+        last_id = rows[-1].id
+    collection.index_dim = index_dim
+    return updated
+
+
+def build_prefix_index(engine: Engine, collection_id: uuid.UUID, index_dim: int) -> None:
+    """CREATE INDEX CONCURRENTLY outside any transaction; a failed build leaves no invalid index."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        try:
+            conn.execute(text(prefix_index_ddl(collection_id, index_dim, concurrently=True)))
+        except Exception:
+            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {prefix_index_name(collection_id)}"))
+            raise
+
+
+def check_model_change(session: Session, collection: Collection, embedding_model: str) -> None:
+    if embedding_model == collection.embedding_model:
+        return
+    has_docs = session.execute(
+        select(Document.id).where(Document.collection_id == collection.id).limit(1)
+    ).first()
+    if has_docs:
+        raise CollectionConflict(
+            f"collection {collection.name!r} holds documents embedded with {collection.embedding_model!r}; "
+            "models cannot be mixed in one collection (create a new collection for the new model)"
+        )
+    collection.embedding_model = embedding_model
+    collection.embedding_dim = get_embedder(embedding_model).dim
+    new_dim = min(collection.index_dim, collection.embedding_dim)
+    session.execute(text(f"DROP INDEX IF EXISTS {prefix_index_name(collection.id)}"))
+    collection.index_dim = new_dim
+    session.execute(text(prefix_index_ddl(collection.id, new_dim)))
+
+
+def drop_collection_index(session: Session, collection_id: uuid.UUID) -> None:
+    session.execute(text(f"DROP INDEX IF EXISTS {prefix_index_name(collection_id)}"))

@@ -1,0 +1,20 @@
+"""Error kinds of the pipeline: a permanent error fails one document with a readable reason; a
+transient one is retried with backoff (the database or broker hiccuped, the document is fine).
+"""
+
+
+class PermanentError(Exception):
+    """This document can never be ingested as it is (corrupt, unsupported, empty, too large)."""
+
+
+class TransientError(Exception):
+    """Retry later: nothing is wrong with the document itself."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth a retry: our own TransientError, or the database dropping or refusing the connection."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    if isinstance(exc, TransientError | OperationalError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated

@@ -1,0 +1,53 @@
+"""Parsers: bytes in, `ParsedDocument` (text + provenance segments) out. `parse` picks the parser
+from the content (see detect.py) and turns every unusable input into a `PermanentError`.
+"""
+
+from __future__ import annotations
+
+from ingestion.errors import PermanentError
+from ingestion.parsers.base import ParsedDocument, Segment, TextBuilder
+from ingestion.parsers.detect import MIME, decode_text, detect_kind
+
+
+def _plain_text(text: str) -> ParsedDocument:
+    builder = TextBuilder()
+    builder.add(text.replace("\r\n", "\n").replace("\r", "\n"))
+    return ParsedDocument(builder.text, builder.segments, "text", MIME["text"])
+
+
+def parse(data: bytes, filename: str | None = None, max_bytes: int | None = None) -> ParsedDocument:
+    if max_bytes is not None and len(data) > max_bytes:
+        raise PermanentError(
+            f"file too large: {len(data) / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit"
+        )
+    if not data.strip():
+        raise PermanentError("empty file")
+    kind = detect_kind(data, filename)
+    if kind == "pdf":
+        from ingestion.parsers.pdf import parse_pdf
+
+        doc = parse_pdf(data)
+    elif kind == "docx":
+        from ingestion.parsers.docx import parse_docx
+
+        doc = parse_docx(data)
+    elif kind == "html":
+        from ingestion.parsers.html import parse_html
+
+        doc = parse_html(decode_text(data))
+    elif kind == "markdown":
+        from ingestion.parsers.markdown import parse_markdown
+
+        doc = parse_markdown(decode_text(data))
+    elif kind in ("json", "jsonl"):
+        from ingestion.parsers.records import parse_records
+
+        doc = parse_records(decode_text(data), kind)
+    else:
+        doc = _plain_text(decode_text(data))
+    if not doc.text.strip() or not doc.segments:
+        raise PermanentError(f"no text could be extracted from this {kind} file")
+    return doc
+
+
+__all__ = ["ParsedDocument", "PermanentError", "Segment", "parse"]

@@ -1,0 +1,120 @@
+"""Content sniffing: the bytes decide the type; the file name only breaks text-format ties."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+from ingestion.errors import PermanentError
+
+_BINARY_MAGIC = {
+    b"\x89PNG": "PNG image",
+    b"\xff\xd8\xff": "JPEG image",
+    b"GIF8": "GIF image",
+    b"\x7fELF": "ELF executable",
+    b"MZ": "Windows executable",
+    b"\x1f\x8b": "gzip archive",
+    b"Rar!": "RAR archive",
+    b"7z\xbc\xaf": "7-Zip archive",
+    b"\xd0\xcf\x11\xe0": "legacy MS Office (OLE) file",
+}
+_ZIP_KINDS = {"xl/": "XLSX spreadsheet", "ppt/": "PPTX presentation", "META-INF/": "Java/EPUB archive"}
+_HTML_START = re.compile(
+    rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.I | re.S
+)
+_HTML_TAGS = re.compile(r"<(p|div|h[1-6]|ul|ol|li|table|article|section|span|a)\b[^>]*>", re.I)
+_MD_SIGNS = re.compile(r"^(#{1,6}\s+\S|```|~~~|\s*[-*+]\s+\[[ x]\]|\|.+\|\s*$|.+\n(=+|-+)\s*$)", re.M)
+_MD_EXT = (".md", ".markdown", ".mdx", ".mkd")
+_HTML_EXT = (".html", ".htm", ".xhtml")
+
+MIME = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "html": "text/html",
+    "markdown": "text/markdown",
+    "text": "text/plain",
+    "json": "application/json",
+    "jsonl": "application/jsonl",
+}
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 (with or without BOM) or UTF-16 with a BOM; otherwise Windows-1252, the usual legacy."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("cp1252", errors="replace")
+
+
+def _looks_binary(data: bytes) -> bool:
+    head = data[:8192]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return False
+    if b"\x00" in head:
+        return True
+    control = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13))
+    return control > len(head) * 0.05
+
+
+def _zip_kind(data: bytes) -> str:
+    try:
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    except zipfile.BadZipFile as exc:
+        raise PermanentError(f"corrupt ZIP/Office file: {exc}") from None
+    if "word/document.xml" in names:
+        return "docx"
+    for prefix, what in _ZIP_KINDS.items():
+        if any(n.startswith(prefix) for n in names):
+            raise PermanentError(f"unsupported file type: {what}")
+    raise PermanentError("unsupported file type: ZIP archive")
+
+
+def _json_kind(text: str) -> str | None:
+    stripped = text.strip()
+    if stripped[:1] in "[{":
+        try:
+            json.loads(stripped)
+            return "json"
+        except ValueError:
+            pass
+    lines = [line for line in stripped.splitlines() if line.strip()]
+    if lines and lines[0].lstrip().startswith("{"):
+        try:
+            for line in lines:
+                json.loads(line)
+        except ValueError:
+            return None
+        return "jsonl"
+    return None
+
+
+def detect_kind(data: bytes, filename: str | None = None) -> str:
+    """One of MIME's keys, or PermanentError naming what the bytes are."""
+    name = (filename or "").lower()
+    if b"%PDF-" in data[:1024]:
+        return "pdf"
+    if data.startswith(b"PK\x03\x04"):
+        return _zip_kind(data)
+    for magic, what in _BINARY_MAGIC.items():
+        if data.startswith(magic):
+            raise PermanentError(f"unsupported file type: {what}")
+    if _looks_binary(data):
+        raise PermanentError("unsupported file type: binary content that is not PDF or DOCX")
+    if _HTML_START.match(data[:4096]):
+        return "html"
+    text = decode_text(data[:65536])
+    if not text.strip():
+        return "text"  # the parser reports it empty
+    kind = _json_kind(decode_text(data)) if text.lstrip()[:1] in "[{" else None
+    if kind:
+        return kind
+    if name.endswith(_HTML_EXT) and _HTML_TAGS.search(text):
+        return "html"
+    # NOTE: Markdown may embed HTML tables; its own signs win over a tag count.
+    if name.endswith(_MD_EXT) or _MD_SIGNS.search(text):
+        return "markdown"
+    return "html" if len(_HTML_TAGS.findall(text)) >= 3 else "text"

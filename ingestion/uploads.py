@@ -1,0 +1,185 @@
+"""Accepting an upload batch: dedup, durable bytes, one job, then the messages.
+
+NOTE: the order is the durability invariant: bytes are fsynced to the blob store, then the job and
+its documents are committed, and only then are messages sent. A crash before the commit leaves
+orphan blobs (harmless); a crash between commit and send leaves queued documents that recovery
+re-sends (ingestion/recovery.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+
+from celery import Celery
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from core.models import Chunk, Collection, Document, DocumentStatus, IngestionJob, JobStatus
+from core.settings import Settings
+from ingestion.blobs import BlobStore
+from ingestion.state import IN_PROGRESS, release_from_job
+
+INGEST_TASK = "groundwork.ingest.documents"
+
+
+@dataclass
+class Upload:
+    filename: str
+    data: bytes
+    source_id: str | None = None
+    metadata: dict = field(default_factory=dict)
+    size: int | None = None  # the real size when `data` was cut at the limit
+
+    def __post_init__(self) -> None:
+        self.size = self.size or len(self.data)
+
+
+@dataclass
+class UploadOutcome:
+    filename: str
+    source_id: str
+    status: str  # queued, unchanged, duplicate, failed
+    document_id: uuid.UUID | None = None
+    version: int | None = None
+    reason: str | None = None
+
+
+@dataclass
+class Batch:
+    job: IngestionJob
+    outcomes: list[UploadOutcome]
+    queued: list[uuid.UUID]
+    sizes: list[int]  # bytes of each queued document, for grouping into task messages
+    stale_blobs: list[str]  # delete after commit
+
+
+def _live_duplicate(
+    session: Session, collection_id: uuid.UUID, digest: str, source_id: str
+) -> Document | None:
+    return session.execute(
+        select(Document)
+        .where(Document.collection_id == collection_id, Document.content_hash == digest)
+        .where(Document.source_id != source_id, Document.status != DocumentStatus.failed)
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def create_batch(
+    session: Session, blobs: BlobStore, collection: Collection, uploads: list[Upload], max_bytes: int
+) -> Batch:
+    """Create the job and its documents in the caller's transaction (commit, then `enqueue`)."""
+    job = IngestionJob(collection_id=collection.id, status=JobStatus.queued, stages={})
+    job.documents_total = job.documents_done = job.documents_failed = job.chunks_embedded = job.attempts = 0
+    session.add(job)
+    session.flush()
+    batch = Batch(job, [], [], [], [])
+    last_of_source = {(u.source_id or u.filename): i for i, u in enumerate(uploads)}
+    for i, upload in enumerate(uploads):
+        source_id = upload.source_id or upload.filename
+        if last_of_source[source_id] != i:
+            batch.outcomes.append(
+                UploadOutcome(
+                    upload.filename,
+                    source_id,
+                    "duplicate",
+                    reason="a later file in this upload has the same source id",
+                )
+            )
+            continue
+        batch.outcomes.append(_accept(session, blobs, collection, job, batch, upload, source_id, max_bytes))
+    if job.documents_total == 0 or job.documents_failed == job.documents_total:
+        job.status = JobStatus.succeeded if job.documents_total == 0 else JobStatus.failed
+    return batch
+
+
+def _accept(
+    session: Session,
+    blobs: BlobStore,
+    collection: Collection,
+    job: IngestionJob,
+    batch: Batch,
+    upload: Upload,
+    source_id: str,
+    max_bytes: int,
+) -> UploadOutcome:
+    digest = hashlib.sha256(upload.data).hexdigest()
+    doc = session.execute(
+        select(Document)
+        .where(Document.collection_id == collection.id, Document.source_id == source_id)
+        .with_for_update()
+    ).scalar_one_or_none()
+    if doc is not None and doc.content_hash == digest and doc.status != DocumentStatus.failed:
+        return UploadOutcome(upload.filename, source_id, "unchanged", doc.id, doc.version)
+    duplicate = _live_duplicate(session, collection.id, digest, source_id)
+    if duplicate is not None:
+        return UploadOutcome(
+            upload.filename,
+            source_id,
+            "duplicate",
+            duplicate.id,
+            reason=f"same content as {duplicate.source_id!r}",
+        )
+    too_large = upload.size > max_bytes
+    if doc is None:
+        doc = Document(collection_id=collection.id, source_id=source_id, version=1, attempts=0)
+        session.add(doc)
+    else:
+        # A new version: the old chunks stay searchable until the new ones replace them atomically.
+        # An in-flight worker still reading the old bytes deletes them itself when it sees it lost.
+        if doc.blob_key and doc.status not in IN_PROGRESS:
+            batch.stale_blobs.append(doc.blob_key)
+        release_from_job(session, doc)
+        doc.version += 1
+    doc.title = str(upload.metadata.get("title", ""))[:1000]  # else the parser's, at store
+    doc.content_hash, doc.size_bytes, doc.job_id = digest, upload.size, job.id
+    doc.metadata_ = {**upload.metadata, "filename": upload.filename}
+    doc.claimed_by, doc.heartbeat_at, doc.attempts, doc.error = None, None, 0, None
+    job.documents_total += 1
+    if too_large:
+        # NOTE: rejected here, before storing the bytes, yet reported like any failed document.
+        limit = max_bytes / 1e6
+        doc.status, doc.blob_key = DocumentStatus.failed, None
+        session.execute(delete(Chunk).where(Chunk.document_id == doc.id))
+        doc.error = f"file too large: {upload.size / 1e6:.1f} MB, over the {limit:.1f} MB limit"
+        job.documents_failed += 1
+        session.flush()
+        return UploadOutcome(upload.filename, source_id, "failed", doc.id, doc.version, doc.error)
+    doc.status, doc.blob_key = DocumentStatus.queued, blobs.put(upload.data)
+    session.flush()
+    batch.queued.append(doc.id)
+    batch.sizes.append(upload.size)
+    return UploadOutcome(upload.filename, source_id, "queued", doc.id, doc.version)
+
+
+def enqueue(
+    celery: Celery,
+    settings: Settings,
+    job_id: uuid.UUID,
+    document_ids: list[uuid.UUID],
+    sizes: list[int] | None = None,
+) -> int:
+    """Send the job's documents in groups of `docs_per_task` (and `task_bytes`); returns messages sent.
+
+    Messages carry ids only: (job id, [document ids]).
+    """
+    knobs = settings.ingestion
+    groups: list[list[uuid.UUID]] = []
+    weight = 0
+    for i, document_id in enumerate(document_ids):
+        size = sizes[i] if sizes else 0
+        if (
+            not groups
+            or len(groups[-1]) >= knobs.docs_per_task
+            or (weight + size > knobs.task_bytes and weight)
+        ):
+            groups.append([])
+            weight = 0
+        groups[-1].append(document_id)
+        weight += size
+    for group in groups:
+        celery.send_task(
+            INGEST_TASK, args=[str(job_id), [str(d) for d in group]], queue=settings.celery_queue
+        )
+    return len(groups)

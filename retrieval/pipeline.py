@@ -1,0 +1,195 @@
+"""The search pipeline: [query transform] -> BM25 and/or dense -> RRF -> [rerank] -> top_k."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from core.models import Collection
+from core.settings.retrieval import RetrievalConfig
+from inference.client import ChatBackend
+from retrieval.bm25 import BM25Retriever
+from retrieval.dense import DenseRetriever
+from retrieval.filters import SearchFilters
+from retrieval.fusion import RRFFusion
+from retrieval.llm import RelevanceJudge
+from retrieval.rerank import CrossEncoderReranker, LLMReranker, Reranker
+from retrieval.transform import HyDE, MultiQuery
+from retrieval.types import Hit
+
+Encoder = Callable[[str, list[str]], np.ndarray]  # (model spec, texts) -> normalised vectors
+
+
+def default_encoder(model_spec: str, texts: list[str]) -> np.ndarray:
+    from retrieval.embedding import get_embedder
+
+    return get_embedder(model_spec).encode(texts)
+
+
+@dataclass
+class ResultChunk:
+    chunk_id: uuid.UUID
+    document_id: uuid.UUID
+    source_id: str
+    title: str
+    text: str
+    page: int | None
+    char_start: int
+    char_end: int
+    heading_path: list
+    metadata: dict
+    score: float
+    scores: dict[str, float]
+    ranks: dict[str, int]
+
+
+@dataclass
+class SearchResult:
+    results: list[ResultChunk]
+    debug: dict[str, Any] = field(default_factory=dict)
+
+
+_HYDRATE_SQL = """
+SELECT c.id, c.document_id, d.source_id, d.title, c.text, c.page, c.char_start, c.char_end,
+       c.heading_path, c.metadata
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.id = ANY(CAST(:ids AS uuid[])) AND c.collection_id = :cid
+"""
+
+
+class SearchPipeline:
+    """Runs one `RetrievalConfig` against a collection. `chat` (for query transforms) and `judge`
+    (for the LLM reranker) are only needed when the config asks for them."""
+
+    def __init__(
+        self,
+        config: RetrievalConfig,
+        *,
+        encoder: Encoder = default_encoder,
+        chat: ChatBackend | None = None,
+        judge: RelevanceJudge | None = None,
+    ) -> None:
+        self.config = config
+        self.encoder = encoder
+        self.chat = chat
+        self.judge = judge
+
+    def _reranker(self) -> tuple[Reranker | None, str]:
+        cfg = self.config.rerank
+        if not cfg.enabled:
+            return None, "off"
+        if cfg.kind == "cross-encoder":
+            if not cfg.model:
+                return None, "skipped: no rerank.model configured for the cross-encoder"
+            return CrossEncoderReranker(cfg), f"cross-encoder {cfg.model}"
+        if self.judge is None:
+            return None, "skipped: no LLM backend for the LLM reranker"
+        return LLMReranker(cfg, self.judge), "llm"
+
+    async def _queries(self, query: str, debug: dict) -> tuple[list[str], list[str]]:
+        """(queries for BM25, texts whose mean vector is each dense query), per transform."""
+        kind = self.config.transform.kind
+        needs_dense = self.config.mode != "bm25"
+        if kind == "none" or self.chat is None:
+            if kind != "none":
+                debug["transform"] = f"skipped: no LLM backend for {kind}"
+            return [query], [query]
+        if kind == "hyde":
+            answer = await HyDE(self.config.transform, self.chat).run(query) if needs_dense else ""
+            debug["hyde"] = answer
+            return [query], ([query, answer] if answer else [query])
+        queries = await MultiQuery(self.config.transform, self.chat).run(query)
+        debug["queries"] = queries
+        return queries, queries
+
+    async def run(
+        self,
+        session: Session,
+        collection: Collection,
+        query: str,
+        filters: SearchFilters | None = None,
+        debug: bool = False,
+    ) -> SearchResult:
+        cfg, info, timings = self.config, {}, {}
+        t0 = time.perf_counter()
+        queries, dense_texts = await self._queries(query, info)
+        rankings: dict[str, list[Hit]] = {}
+        multi = len(queries) > 1 and cfg.transform.kind == "multi_query"
+        if cfg.mode in ("bm25", "hybrid"):
+            t = time.perf_counter()
+            bm25 = BM25Retriever(cfg.bm25)
+            for i, q in enumerate(queries):
+                key = f"bm25#{i}" if multi else "bm25"
+                rankings[key] = bm25.run(session, collection.id, q, filters=filters)
+            timings["bm25"] = _ms(t)
+        if cfg.mode in ("dense", "hybrid"):
+            t = time.perf_counter()
+            vectors = await asyncio.to_thread(self.encoder, collection.embedding_model, dense_texts)
+            if not multi:  # HyDE: the query and its hypothetical answer, averaged
+                mean = vectors.mean(axis=0)
+                vectors = (mean / max(float(np.linalg.norm(mean)), 1e-12))[None, :]
+            timings["embed"] = _ms(t)
+            t = time.perf_counter()
+            dense = DenseRetriever(cfg.dense)
+            for i, vec in enumerate(vectors):
+                key = f"dense#{i}" if multi else "dense"
+                rankings[key] = dense.run(session, collection.id, collection.index_dim, vec, filters=filters)
+            timings["dense"] = _ms(t)
+        fused = RRFFusion(cfg.fusion).run(rankings) if len(rankings) > 1 else next(iter(rankings.values()))
+        reranker, info["rerank"] = self._reranker()
+        pool = fused[: max(cfg.top_k, cfg.rerank.candidates)] if reranker else fused[: cfg.top_k]
+        rows = _hydrate(session, collection.id, [h.chunk_id for h in pool])
+        pool = [h for h in pool if h.chunk_id in rows]  # NOTE: a chunk deleted since its ranking is gone
+        if reranker is not None:
+            t = time.perf_counter()
+            texts = {cid: row.text for cid, row in rows.items()}
+            n = cfg.rerank.candidates  # the reranked head, then the rest in fused order
+            pool = await reranker.run(query, pool[:n], texts) + pool[n:]
+            timings["rerank"] = _ms(t)
+        results = [_result(rows[h.chunk_id], h) for h in pool[: cfg.top_k]]
+        timings["total"] = _ms(t0)
+        if not debug:
+            return SearchResult(results)
+        info["rankings"] = {
+            name: [{"chunk_id": str(h.chunk_id), "score": h.scores[name.split("#")[0]]} for h in hits]
+            for name, hits in rankings.items()
+        }
+        info |= {"config": cfg.model_dump(), "timings_ms": timings}
+        return SearchResult(results, info)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 2)
+
+
+def _hydrate(session: Session, collection_id: uuid.UUID, ids: list[uuid.UUID]) -> dict[uuid.UUID, Any]:
+    if not ids:
+        return {}
+    rows = session.execute(text(_HYDRATE_SQL), {"ids": [str(i) for i in ids], "cid": collection_id}).all()
+    return {row.id: row for row in rows}
+
+
+def _result(row: Any, hit: Hit) -> ResultChunk:
+    return ResultChunk(
+        chunk_id=row.id,
+        document_id=row.document_id,
+        source_id=row.source_id,
+        title=row.title,
+        text=row.text,
+        page=row.page,
+        char_start=row.char_start,
+        char_end=row.char_end,
+        heading_path=row.heading_path,
+        metadata=row.metadata,
+        score=hit.score,
+        scores=dict(hit.scores),
+        ranks=dict(hit.ranks),
+    )

