@@ -9,8 +9,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads; see cli/main.py
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
