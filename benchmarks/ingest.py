@@ -167,7 +167,7 @@ def redis_url() -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=20, help="documents per round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--paragraphs", type=int, default=5, help="~200-token sections per document")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -195,12 +195,14 @@ def main() -> None:
             chunking=CHUNKING,
             index_dim=128,
         ).id
+    # Both sides are warmed up on the same realistic documents (first large batches are slower).
+    warm = make_documents(4, args.paragraphs, seed=1)
     raw_model = load_raw_model(args.threads)
-    raw_encode(raw_model, ["warm up"] * args.batch_size, args.batch_size)
+    raw_encode(raw_model, expected_chunks(warm), args.batch_size)
     worker = start_worker(settings, url, args.threads, workdir / "worker.log")
     rounds = []
     try:
-        run_job(settings, celery, sessions, collection_id, make_documents(2, 1, seed=1))  # loads the model
+        run_job(settings, celery, sessions, collection_id, warm)
         for r in range(args.rounds):
             # NOTE: raw and pipeline alternate so that load from other processes hits both alike.
             uploads = make_documents(args.docs, args.paragraphs, seed=100 + r, prefix=f"r{r}")

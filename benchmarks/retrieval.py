@@ -150,7 +150,9 @@ def main() -> None:
 
     from retrieval.embedding import get_embedder
 
-    torch.set_num_threads(2)
+    # NOTE: one intra-op thread: for one short query, more threads only add OpenMP hand-offs (on
+    # this shared 2-core machine, 2 threads measured 5-10x slower than 1).
+    torch.set_num_threads(1)
 
     embedder = get_embedder(settings.embedding_model)
     embedder.encode(["warm up"])

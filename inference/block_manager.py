@@ -30,6 +30,12 @@ def chain_hash(parent: int | None, tokens: list[int]) -> int:
     return hash((parent, tuple(tokens)))
 
 
+def root_hash(seq: Sequence) -> int | None:
+    """The parent of a sequence's first block: its tenant's cache salt, so tenants never share blocks."""
+    salt = seq.params.cache_salt
+    return None if salt is None else hash(("cache_salt", salt))
+
+
 class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
         self.block_size = block_size
@@ -61,7 +67,7 @@ class BlockManager:
         assert not seq.block_table
         if not self.enable_prefix_caching:
             return 0
-        bs, parent = self.block_size, None
+        bs, parent = self.block_size, root_hash(seq)
         for i in range((seq.num_tokens - 1) // bs):
             h = chain_hash(parent, seq.token_ids[i * bs : (i + 1) * bs])
             block_id = self._cached.get(h)
@@ -114,7 +120,7 @@ class BlockManager:
             return
         bs = self.block_size
         for i in range(len(seq.block_hashes), seq.num_computed_tokens // bs):
-            parent = seq.block_hashes[-1] if seq.block_hashes else None
+            parent = seq.block_hashes[-1] if seq.block_hashes else root_hash(seq)
             h = chain_hash(parent, seq.token_ids[i * bs : (i + 1) * bs])
             seq.block_hashes.append(h)
             block = self.blocks[seq.block_table[i]]

@@ -12,6 +12,7 @@ from core.settings.engine import EngineSettings
 
 SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 SUPPORTED_ROPE_TYPES = {"default", "linear", "llama3"}
+SPECULATIVE_METHODS = {"off", "prompt_lookup", "draft"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     cpu_threads: int | None = None  # torch intra-op threads; None: leave torch's setting alone
     num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
+    speculative: str = "off"  # see SPECULATIVE_METHODS and inference/spec/
+    num_speculative_tokens: int = 4
+    draft_model_path: Path | None = None  # the draft model when speculative == "draft"
+    spec_max_batch: int = 4  # no speculation in steps with more running sequences than this
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -136,6 +141,16 @@ class EngineConfig:
             raise ValueError("cpu_threads must be > 0")
         if self.num_kv_blocks is not None and self.num_kv_blocks <= 0:
             raise ValueError("num_kv_blocks must be > 0")
+        if self.speculative not in SPECULATIVE_METHODS:
+            raise ValueError(f"speculative must be one of {sorted(SPECULATIVE_METHODS)}")
+        if self.num_speculative_tokens <= 0 or self.spec_max_batch < 0:
+            raise ValueError("num_speculative_tokens must be > 0 and spec_max_batch >= 0")
+        if self.speculative == "draft":
+            if self.draft_model_path is None:
+                raise ValueError("speculative='draft' needs draft_model_path")
+            self.draft_model_path = Path(self.draft_model_path)
+            if not self.draft_model_path.exists():
+                raise FileNotFoundError(f"draft model not found: {self.draft_model_path}")
 
     @classmethod
     def from_settings(
@@ -156,6 +171,10 @@ class EngineConfig:
             cache_dir=cache_dir,
             enable_prefix_caching=settings.enable_prefix_caching,
             cpu_threads=settings.cpu_threads,
+            speculative=settings.speculative,
+            num_speculative_tokens=settings.num_speculative_tokens,
+            draft_model_path=settings.draft_model,
+            spec_max_batch=settings.spec_max_batch,
         )
         kwargs.update(overrides)
         return cls(**kwargs)

@@ -20,6 +20,8 @@ from inference.protocol import EngineStats, InvalidRequestError, RequestOutput, 
 from inference.sampling import sample
 from inference.scheduler import Scheduler
 from inference.sequence import Sequence
+from inference.spec import build_proposer
+from inference.spec.decoding import SpeculativeDecoder
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,12 @@ class LLMEngine:
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.prefill_chunk_size
         )
         self.runner = ModelRunner(self.model, num_blocks, config.block_size, self.max_model_len)
+        proposer = build_proposer(config, self.vocab_size, self.max_model_len)
+        self.spec = (
+            SpeculativeDecoder(proposer, config.num_speculative_tokens, config.spec_max_batch)
+            if proposer is not None
+            else None
+        )
         self._grammars: EngineGrammars | None = None  # built on the first constrained request
         self._grammars_lock = threading.Lock()
         self._seqs: dict[str, Sequence] = {}
@@ -129,6 +137,8 @@ class LLMEngine:
             params,
             min(self.max_model_len, n + params.max_tokens),
         )
+        if self.spec is not None:
+            seq.spec_k = self.spec.max_k(seq)
         if params.seed is not None:
             seq.generator = torch.Generator(self.config.device).manual_seed(params.seed)
         self._arrivals += 1
@@ -157,6 +167,8 @@ class LLMEngine:
 
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
+        if self.spec is not None:
+            self.spec.propose(self.scheduler.running, self._grammars)
         batch = self.scheduler.schedule()
         if batch is None:
             return []
@@ -173,19 +185,38 @@ class LLMEngine:
     def _run(self, batch: ScheduledBatch) -> list[RequestOutput]:
         logits = self.runner.run(batch)
         for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
-            seq.num_computed_tokens += n
-            self.block_manager.commit_full_blocks(seq)
+            if not seq.spec_token_ids:  # verification decides how many of a speculating one count
+                seq.num_computed_tokens += n
+                self.block_manager.commit_full_blocks(seq)
         to_sample = [s for s, flag in zip(batch.seqs, batch.sampling, strict=True) if flag]
-        if not to_sample:
-            return []
-        bitmask = self._grammars.bitmask(to_sample) if self._grammars else None
-        sampled = sample(logits, to_sample, bitmask)
+        plain, plain_rows, spec_rows = [], [], []
+        row = 0
+        for seq in to_sample:
+            if seq.spec_token_ids:
+                spec_rows.append((seq, row))
+            else:
+                plain.append(seq)
+                plain_rows.append(row)
+            row += 1 + len(seq.spec_token_ids)
         outputs = []
-        for seq, token, logprob in zip(to_sample, sampled.token_ids, sampled.logprobs, strict=True):
-            outputs.append(self._append(seq, token, logprob))
+        if plain:
+            logits_plain = logits[torch.tensor(plain_rows, device=logits.device)] if spec_rows else logits
+            bitmask = self._grammars.bitmask(plain) if self._grammars else None
+            sampled = sample(logits_plain, plain, bitmask)
+            for seq, token, logprob in zip(plain, sampled.token_ids, sampled.logprobs, strict=True):
+                self._append(seq, token)
+                outputs.append(self._output(seq, [token], None if logprob is None else [logprob]))
+        for seq, row in spec_rows:
+            rows = logits[row : row + 1 + len(seq.spec_token_ids)]
+            tokens, logprobs = self.spec.verify(seq, rows, self._grammars, self._append)
+            if seq.finish_reason is None:
+                # NOTE: only verified tokens are behind num_computed_tokens now, so only now may their
+                # full blocks enter the prefix cache.
+                self.block_manager.commit_full_blocks(seq)
+            outputs.append(self._output(seq, tokens, None if logprobs[0] is None else logprobs))
         return outputs
 
-    def _append(self, seq: Sequence, token: int, logprob) -> RequestOutput:
+    def _append(self, seq: Sequence, token: int) -> None:
         seq.token_ids.append(token)
         params = seq.params
         # NOTE: a grammar must see every sampled token (EOS included: accepting it terminates it).
@@ -198,9 +229,8 @@ class LLMEngine:
             seq.finish_reason = "length"
         if seq.finish_reason is not None:
             self.scheduler.finish(seq)
-        return self._output(seq, [token], logprob)
 
-    def _output(self, seq: Sequence, new_ids: list[int], logprob) -> RequestOutput:
+    def _output(self, seq: Sequence, new_ids: list[int], logprobs: list | None) -> RequestOutput:
         finished = seq.finish_reason is not None
         detok = self._detok[seq.request_id]
         if finished and not detok.stopped:
@@ -220,12 +250,14 @@ class LLMEngine:
             num_prompt_tokens=seq.num_prompt_tokens,
             num_output_tokens=seq.num_output_tokens,
             num_cached_tokens=seq.num_cached_tokens or 0,
-            logprobs=[logprob] if logprob is not None else None,
+            logprobs=logprobs,
         )
 
     def _forget(self, request_id: str) -> None:
         self._seqs.pop(request_id, None)
         self._detok.pop(request_id, None)
+        if self.spec is not None:
+            self.spec.proposer.forget(request_id)
         if self._grammars is not None:
             self._grammars.remove(request_id)
 
@@ -241,6 +273,11 @@ class LLMEngine:
             num_prompt_tokens_total=self._totals["prompt"],
             num_generation_tokens_total=self._totals["generation"],
             num_cached_tokens_total=self._totals["cached"],
+            prefix_cache_queries_total=self.scheduler.prefix_cache_queries,
+            prefix_cache_hits_total=self.scheduler.prefix_cache_hits,
+            spec_num_drafts_total=self.spec.num_drafts if self.spec else 0,
+            spec_proposed_tokens_total=self.spec.num_proposed if self.spec else 0,
+            spec_accepted_tokens_total=self.spec.num_accepted if self.spec else 0,
         )
 
     def generate(

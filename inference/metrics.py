@@ -49,6 +49,17 @@ class _EngineStatsCollector:
             "Sequences preempted since start.",
             value=stats.num_preemptions_total,
         )
+        # Hit rate = hits / queries (in tokens), as vLLM's prefix_cache_{queries,hits} counters.
+        yield CounterMetricFamily(
+            "groundwork:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache.",
+            value=stats.prefix_cache_queries_total,
+        )
+        yield CounterMetricFamily(
+            "groundwork:prefix_cache_hits",
+            "Prompt tokens found in the prefix cache.",
+            value=stats.prefix_cache_hits_total,
+        )
 
 
 class ServingMetrics:

@@ -62,6 +62,8 @@ class ModelRunner:
         for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
             start = seq.num_computed_tokens
             ids.extend(seq.token_ids[start : start + n])
+            if start + n > seq.num_tokens:  # a decode followed by its speculative proposals
+                ids.extend(seq.spec_token_ids[: start + n - seq.num_tokens])
             positions.extend(range(start, start + n))
         max_blocks = max(len(s.block_table) for s in batch.seqs)
         tables = self._tensor([s.block_table + [0] * (max_blocks - len(s.block_table)) for s in batch.seqs])
@@ -94,10 +96,14 @@ class ModelRunner:
         return self._tensor(ids), pos, meta
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
-        """Logits `[num_sampling, vocab]` (fp32) for the sequences flagged in `batch.sampling`, in order."""
+        """Logits (fp32) of the sequences flagged in `batch.sampling`, in order: one row each, or
+        1 + k rows for a sequence verifying k speculative proposals (its last token, then each guess)."""
         input_ids, positions, meta = self.prepare(batch)
         hidden = self.model(input_ids, self.rope.lookup(positions), self.kv_caches, meta)
-        last = torch.cumsum(self._tensor(batch.num_new_tokens), 0) - 1
-        if not all(batch.sampling):
-            last = last[torch.tensor(batch.sampling, device=self.device)]
-        return self.model.compute_logits(hidden[last])
+        rows: list[int] = []
+        end = 0
+        for seq, n, flag in zip(batch.seqs, batch.num_new_tokens, batch.sampling, strict=True):
+            end += n
+            if flag:
+                rows.extend(range(end - 1 - len(seq.spec_token_ids), end))
+        return self.model.compute_logits(hidden[self._tensor(rows)])

@@ -51,6 +51,10 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: int | None = None  # number of top logprobs to return per token; None = off
     structured_output: StructuredOutputSpec | None = None  # grammar constraint (inference.grammar)
+    # Tenant key of the prefix cache: requests only share cached KV blocks with requests of equal salt.
+    cache_salt: str | None = None
+    # Speculative tokens per step for this request: None = the engine's setting, 0 = no speculation.
+    num_speculative_tokens: int | None = None
 
     def validate(self) -> None:
         if self.max_tokens <= 0:
@@ -67,6 +71,8 @@ class SamplingParams:
             raise InvalidRequestError("repetition_penalty must be > 0")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             raise InvalidRequestError("logprobs must be in [0, 20]")
+        if self.num_speculative_tokens is not None and not 0 <= self.num_speculative_tokens <= 16:
+            raise InvalidRequestError("num_speculative_tokens must be in [0, 16]")
 
     @property
     def greedy(self) -> bool:
@@ -107,6 +113,20 @@ class EngineStats:
     num_prompt_tokens_total: int = 0
     num_generation_tokens_total: int = 0
     num_cached_tokens_total: int = 0  # prompt tokens served by the prefix cache
+    prefix_cache_queries_total: int = 0  # tokens looked up in the prefix cache at admissions
+    prefix_cache_hits_total: int = 0  # of those, tokens found cached
+    spec_num_drafts_total: int = 0  # verification steps of sequences that had proposals
+    spec_proposed_tokens_total: int = 0
+    spec_accepted_tokens_total: int = 0
+
+    @property
+    def spec_acceptance_rate(self) -> float:
+        return self.spec_accepted_tokens_total / max(1, self.spec_proposed_tokens_total)
+
+    @property
+    def spec_mean_accepted_length(self) -> float:
+        """Tokens emitted per verification step: accepted drafts plus the target's own token."""
+        return 1 + self.spec_accepted_tokens_total / max(1, self.spec_num_drafts_total)
 
 
 class EngineClient(Protocol):

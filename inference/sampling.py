@@ -120,7 +120,11 @@ def _truncate(logits: torch.Tensor, seqs: list[Sequence]) -> None:
         logits.masked_fill_(probs < min_p[:, None] * probs.max(dim=-1, keepdim=True).values, float("-inf"))
 
 
-def _logprobs(raw: torch.Tensor, tokens: torch.Tensor, seqs: list[Sequence]) -> list[TokenLogprob | None]:
+def token_logprobs(
+    raw: torch.Tensor, tokens: torch.Tensor, seqs: list[Sequence]
+) -> list[TokenLogprob | None]:
+    """Logprob (and top alternatives) of each row's chosen token under the raw distribution, for the
+    rows whose request asked for logprobs."""
     wanted = [i for i, s in enumerate(seqs) if s.params.logprobs is not None]
     result: list[TokenLogprob | None] = [None] * len(seqs)
     if not wanted:
@@ -138,22 +142,23 @@ def _logprobs(raw: torch.Tensor, tokens: torch.Tensor, seqs: list[Sequence]) -> 
     return result
 
 
-def _draw(probs: torch.Tensor, seqs: list[Sequence]) -> torch.Tensor:
+def draw(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
+    """One token per row of (unnormalised) `probs`; a row with a generator takes its random number from it."""
     cdf = probs.cumsum(dim=-1)
     total = cdf[:, -1:]
-    u = torch.rand(len(seqs), 1, device=probs.device)
-    for i, s in enumerate(seqs):
-        if s.generator is not None:
-            u[i] = torch.rand(1, generator=s.generator, device=probs.device)
+    u = torch.rand(len(generators), 1, device=probs.device)
+    for i, generator in enumerate(generators):
+        if generator is not None:
+            u[i] = torch.rand(1, generator=generator, device=probs.device)
     # NOTE: u stays strictly below the total so the search always lands on a token with p > 0
     # (right=True skips the flat CDF steps of zero-probability tokens).
     u = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cdf, u, right=True).squeeze(1)
 
 
-def sample(logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | None = None) -> SamplerOutput:
-    """Pick one token per row of `logits` (fp32 `[len(seqs), vocab]`, modified in place)."""
-    raw = logits.clone() if any(s.params.logprobs is not None for s in seqs) else logits
+def prepare_logits(logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | None = None) -> None:
+    """Everything before the draw, in place: grammar mask, penalties and, unless every row is greedy,
+    temperature and truncation (a greedy row's argmax survives them)."""
     if bitmask is not None:
         apply_token_bitmask(logits, bitmask)
     if any(
@@ -161,15 +166,21 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | N
         for s in seqs
     ):
         apply_penalties(logits, seqs)
+    if not all(s.params.greedy for s in seqs):
+        temperature = torch.tensor([s.params.temperature or 1.0 for s in seqs], device=logits.device)
+        logits.div_(temperature[:, None])
+        _truncate(logits, seqs)
+
+
+def sample(logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Tensor | None = None) -> SamplerOutput:
+    """Pick one token per row of `logits` (fp32 `[len(seqs), vocab]`, modified in place)."""
+    raw = logits.clone() if any(s.params.logprobs is not None for s in seqs) else logits
+    prepare_logits(logits, seqs, bitmask)
     greedy = [s.params.greedy for s in seqs]
     if all(greedy):
         tokens = logits.argmax(dim=-1)
     else:
-        device = logits.device
-        temperature = torch.tensor([s.params.temperature or 1.0 for s in seqs], device=device)
-        logits.div_(temperature[:, None])
-        _truncate(logits, seqs)
-        tokens = _draw(logits.softmax(dim=-1), seqs)
+        tokens = draw(logits.softmax(dim=-1), [s.generator for s in seqs])
         if any(greedy):
-            tokens = torch.where(torch.tensor(greedy, device=device), logits.argmax(dim=-1), tokens)
-    return SamplerOutput(tokens.tolist(), _logprobs(raw, tokens, seqs))
+            tokens = torch.where(torch.tensor(greedy, device=logits.device), logits.argmax(dim=-1), tokens)
+    return SamplerOutput(tokens.tolist(), token_logprobs(raw, tokens, seqs))

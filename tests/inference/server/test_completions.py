@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from tests.inference.server.conftest import MODEL_NAME
@@ -137,3 +138,15 @@ def test_streamed_logprobs_cover_every_token(client):
     assert len(streamed) == plain.usage.completion_tokens
     offsets = plain.choices[0].logprobs.text_offset
     assert offsets[0] == 0 and offsets == sorted(offsets)
+
+
+def test_null_optional_fields_mean_defaults(base_url):
+    # Some clients send null for every parameter they leave unset; OpenAI accepts that.
+    nulls = dict.fromkeys(
+        ["temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "stream",
+         "stream_options", "logprobs", "top_logprobs", "max_completion_tokens", "top_k", "tools"]
+    )
+    body = {"model": MODEL_NAME, "messages": QUESTION, "max_tokens": 4, **nulls}
+    response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.json()["usage"]["completion_tokens"] == 4

@@ -1,0 +1,1 @@
+"""Model architectures (plain PyTorch) the engine can run."""

@@ -1,0 +1,38 @@
+"""Speculative decoding: cheap proposals for the next tokens, verified by the target in one pass.
+
+A `Proposer` guesses up to k tokens that follow a running sequence; the engine feeds the last token
+plus the guesses as one chunk, and `verify.verify_token` accepts them one position at a time so the
+output distribution stays the target's (greedy: exactly its argmax). See inference/README.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from inference.sequence import Sequence
+
+if TYPE_CHECKING:
+    from inference.config import EngineConfig
+
+
+class Proposer(Protocol):
+    def propose(self, seq: Sequence, k: int) -> list[int]:
+        """Up to `k` tokens likely to follow `seq.token_ids` (may be fewer, or none). A proposer that
+        samples its guesses from a distribution q sets `seq.draft_probs` (one row per guess)."""
+        ...
+
+    def forget(self, request_id: str) -> None:
+        """The request left the engine: drop whatever state the proposer keeps for it."""
+        ...
+
+
+def build_proposer(config: EngineConfig, vocab_size: int, max_model_len: int) -> Proposer | None:
+    if config.speculative == "prompt_lookup":
+        from inference.spec.prompt_lookup import PromptLookupProposer
+
+        return PromptLookupProposer()
+    if config.speculative == "draft":
+        from inference.spec.draft import DraftModelProposer
+
+        return DraftModelProposer(config, vocab_size, max_model_len)
+    return None

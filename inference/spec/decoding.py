@@ -1,0 +1,96 @@
+"""The engine's side of speculative decoding: proposals before scheduling, verification after the pass.
+
+Per step: `propose` gives each decoding sequence up to `spec_k` guesses (`seq.spec_token_ids`), the
+scheduler feeds [last token + guesses] as one chunk at the sequence's next positions, the model runner
+returns one logits row per fed token, and `verify` emits the accepted guesses plus one token of the
+target's own. The K/V written for rejected guesses stay in the sequence's blocks past
+`num_computed_tokens`: they are never read (attention stops at the context length) and are
+overwritten by the next tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from inference.protocol import TokenLogprob
+from inference.sequence import Sequence
+from inference.spec import Proposer
+from inference.spec.verify import verify_token
+
+if TYPE_CHECKING:
+    from inference.grammar import EngineGrammars
+
+
+class SpeculativeDecoder:
+    def __init__(self, proposer: Proposer, num_speculative_tokens: int, max_batch: int) -> None:
+        self.proposer = proposer
+        self.num_speculative_tokens = num_speculative_tokens
+        self.max_batch = max_batch
+        self.num_drafts = self.num_proposed = self.num_accepted = 0
+
+    def max_k(self, seq: Sequence) -> int:
+        k = seq.params.num_speculative_tokens
+        return self.num_speculative_tokens if k is None else k
+
+    def propose(self, running: list[Sequence], grammars: EngineGrammars | None) -> None:
+        """Set the guesses of the decoding sequences, unless the batch is too large for speculation to
+        pay (verifying costs 1 + k tokens of compute per sequence, and large batches are compute-bound)."""
+        active = len(running) <= self.max_batch
+        for seq in running:
+            seq.spec_token_ids = []
+            seq.draft_probs = None
+            # Room left: the last token plus k guesses may all be emitted, then one more token.
+            room = min(seq.max_len - seq.num_tokens, seq.params.max_tokens - seq.num_output_tokens)
+            k = min(seq.spec_k, room - 1)
+            if not active or k <= 0 or seq.num_computed_tokens != seq.num_tokens - 1:
+                continue
+            guesses = self.proposer.propose(seq, k)[:k]
+            grammar = grammars.get(seq.request_id) if grammars else None
+            if grammar is not None:  # a guess the grammar forbids would be rejected: cut there
+                allowed = 0
+                while allowed < len(guesses) and grammar.is_allowed(guesses[allowed]):
+                    grammar.accept(guesses[allowed])
+                    allowed += 1
+                grammar.rollback(allowed)  # the engine advances the grammar by what is accepted
+                del guesses[allowed:]
+            seq.spec_token_ids = guesses
+
+    def verify(
+        self,
+        seq: Sequence,
+        logits: torch.Tensor,
+        grammars: EngineGrammars | None,
+        append: Callable[[Sequence, int], None],
+    ) -> tuple[list[int], list[TokenLogprob | None]]:
+        """Emit (with `append`) the accepted guesses of `seq` and the target's token after them, given the
+        logits of its last token and of each guess (`[1 + k, vocab]`); returns the tokens and logprobs."""
+        guesses, q = seq.spec_token_ids, seq.draft_probs
+        seq.spec_token_ids, seq.draft_probs = [], None
+        seq.num_computed_tokens += 1  # the last token; each accepted guess is computed as well
+        tokens, logprobs = [], []
+        accepted = 0
+        for i in range(len(guesses) + 1):
+            guess = guesses[i] if i < len(guesses) else None
+            bitmask = grammars.bitmask([seq]) if grammars else None
+            token, ok, logprob = verify_token(
+                logits[i : i + 1], seq, bitmask, guess, None if q is None or guess is None else q[i]
+            )
+            append(seq, token)
+            tokens.append(token)
+            logprobs.append(logprob)
+            if not ok or seq.finish_reason is not None:
+                break
+            accepted += 1
+            seq.num_computed_tokens += 1
+        if seq.finish_reason is None:
+            if accepted == len(guesses):
+                seq.spec_k = min(seq.spec_k + 1, self.max_k(seq))
+            elif 2 * accepted < len(guesses):
+                seq.spec_k = max(1, seq.spec_k // 2)
+        self.num_drafts += 1
+        self.num_proposed += len(guesses)
+        self.num_accepted += accepted
+        return tokens, logprobs

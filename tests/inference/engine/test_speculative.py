@@ -1,0 +1,162 @@
+"""Speculative decoding through the engine: greedy outputs equal plain decoding, exactly."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from inference.grammar import parse_structured_output
+from inference.protocol import SamplingParams
+
+GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+
+
+def repetitive_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    """Prompts that repeat a phrase, so prompt lookup finds matches."""
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(n):
+        phrase = [rng.randrange(vocab) for _ in range(rng.randint(3, 10))]
+        prompts.append([rng.randrange(vocab) for _ in range(rng.randint(0, 5))] + phrase * rng.randint(2, 5))
+    return prompts
+
+
+def tokens_of(results) -> list[list[int]]:
+    return [tokens for tokens, _, _ in results]
+
+
+@pytest.fixture(scope="module")
+def plain_outputs(tiny_llama):
+    from inference.config import EngineConfig
+    from inference.engine import LLMEngine
+
+    engine = LLMEngine(EngineConfig(tiny_llama, device="cpu", kv_cache_memory_gb=0.01))
+    ps = repetitive_prompts(50, engine.vocab_size)
+    return ps, tokens_of(engine.generate(ps, GREEDY))
+
+
+@pytest.mark.unit
+def test_prompt_lookup_greedy_equals_plain_decoding(tiny_llama, make_engine, plain_outputs):
+    ps, expected = plain_outputs
+    # spec_max_batch 8 < 50: the first steps run plain, speculation starts as requests finish.
+    engine = make_engine(tiny_llama, speculative="prompt_lookup", spec_max_batch=8, max_num_seqs=16)
+    assert tokens_of(engine.generate(ps, GREEDY)) == expected
+    stats = engine.stats()
+    assert stats.spec_proposed_tokens_total > 0 and stats.spec_accepted_tokens_total > 0
+    assert stats.spec_mean_accepted_length > 1
+
+
+@pytest.mark.unit
+def test_draft_model_greedy_equals_plain_decoding(tiny_llama, tiny_qwen2, make_engine, plain_outputs):
+    ps, expected = plain_outputs
+    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_qwen2, spec_max_batch=64)
+    assert tokens_of(engine.generate(ps, GREEDY)) == expected
+    assert engine.stats().spec_proposed_tokens_total > 0
+
+
+@pytest.mark.unit
+def test_the_target_as_its_own_draft_is_always_accepted(tiny_llama, make_engine, plain_outputs):
+    ps, expected = plain_outputs
+    engine = make_engine(
+        tiny_llama,
+        speculative="draft",
+        draft_model_path=tiny_llama,
+        num_speculative_tokens=5,
+        spec_max_batch=64,
+    )
+    # Tiny pool: proposals that do not fit are dropped, sequences are preempted and resumed.
+    small = make_engine(
+        tiny_llama, speculative="draft", draft_model_path=tiny_llama, num_kv_blocks=6, spec_max_batch=64
+    )
+    for eng in (engine, small):
+        assert tokens_of(eng.generate(ps[:12], GREEDY)) == expected[:12]
+        stats = eng.stats()
+        assert stats.spec_proposed_tokens_total > 0
+        assert stats.spec_accepted_tokens_total == stats.spec_proposed_tokens_total
+    assert engine.stats().spec_mean_accepted_length > 3
+    assert small.stats().num_preemptions_total > 0
+
+
+@pytest.mark.unit
+def test_sampled_requests_accept_everything_from_an_identical_draft(tiny_llama, make_engine):
+    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_llama)
+    ps = repetitive_prompts(4, engine.vocab_size, seed=1)
+    params = SamplingParams(max_tokens=40, temperature=0.8, top_p=0.9, ignore_eos=True, logprobs=1)
+    for tokens, _, reason in engine.generate(ps, params):
+        assert len(tokens) == 40 and reason == "length"
+    stats = engine.stats()
+    # p == q (same model, same parameters) up to rounding: min(1, p / q) is 1.
+    assert stats.spec_proposed_tokens_total > 50
+    assert stats.spec_acceptance_rate > 0.97
+
+
+@pytest.mark.unit
+def test_speculation_is_off_above_spec_max_batch_and_per_request(tiny_llama, make_engine, plain_outputs):
+    ps, expected = plain_outputs
+    engine = make_engine(tiny_llama, speculative="prompt_lookup", spec_max_batch=2)
+    assert tokens_of(engine.generate(ps[:3], GREEDY)) == expected[:3]
+    assert engine.stats().spec_num_drafts_total == 0
+    off = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True, num_speculative_tokens=0)
+    assert tokens_of(engine.generate(ps[:1], off)) == expected[:1]
+    assert engine.stats().spec_num_drafts_total == 0
+
+
+@pytest.mark.unit
+def test_blocks_committed_while_speculating_hold_only_verified_tokens(tiny_llama, make_engine, plain_outputs):
+    """Prompts extended by earlier outputs hit blocks the speculating requests registered."""
+    ps, expected = plain_outputs
+    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_llama, spec_max_batch=64)
+    engine.generate(ps[:10], GREEDY)
+    longer = [p + out[:20] for p, out in zip(ps[:10], expected[:10], strict=True)]
+    reference = make_engine(tiny_llama, enable_prefix_caching=False)
+    hits_before = engine.stats().prefix_cache_hits_total
+    assert tokens_of(engine.generate(longer, GREEDY)) == tokens_of(reference.generate(longer, GREEDY))
+    assert engine.stats().prefix_cache_hits_total > hits_before
+
+
+@pytest.mark.unit
+def test_grammar_cuts_proposals_and_outputs_are_unchanged(tiny_llama, make_engine):
+    spec = parse_structured_output({"response_format": {"type": "json_object"}})
+    params = SamplingParams(max_tokens=40, temperature=0.0, structured_output=spec)
+    plain = make_engine(tiny_llama)
+    ps = repetitive_prompts(4, plain.vocab_size, seed=2)
+    expected = plain.generate(ps, params)
+    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_llama)
+    assert engine.generate(ps, params) == expected
+    stats = engine.stats()
+    # The draft proposes unconstrained tokens: the grammar rejects some, the rest are accepted.
+    assert stats.spec_accepted_tokens_total > 0
+
+
+RAG_CONTEXT = (
+    "Groundwork stores documents in chunks of about 400 tokens. Each chunk is embedded with "
+    "all-MiniLM-L6-v2 and indexed for hybrid search. The engine uses paged attention with blocks "
+    "of 16 tokens and a prefix cache keyed by chained block hashes."
+)
+
+
+@pytest.mark.slow
+def test_smollm2_prompt_lookup_quotes_faster_with_the_same_output(smollm2_engine, smollm2_path, model_cache):
+    from inference.config import EngineConfig
+    from inference.engine import LLMEngine
+
+    messages = [
+        {"role": "system", "content": f"Answer by quoting the context.\n\nContext: {RAG_CONTEXT}"},
+        {"role": "user", "content": "How are documents stored and indexed? Quote the context."},
+    ]
+    prompt = smollm2_engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    prompt = list(getattr(prompt, "input_ids", prompt))
+    params = SamplingParams(max_tokens=48, temperature=0.0)
+    expected = smollm2_engine.generate([prompt], params)
+    hits = smollm2_engine.stats().prefix_cache_hits_total
+    assert smollm2_engine.generate([prompt], params) == expected  # now from the prefix cache
+    assert smollm2_engine.stats().prefix_cache_hits_total - hits >= len(prompt) // 16 * 16 - 16
+
+    engine = LLMEngine(
+        EngineConfig(smollm2_path, device="cpu", cache_dir=model_cache, speculative="prompt_lookup")
+    )
+    assert engine.generate([prompt], params) == expected
+    stats = engine.stats()
+    assert stats.spec_accepted_tokens_total > 5, stats
+    engine.block_manager.check_all_free()
