@@ -69,7 +69,7 @@ class LLMEngine:
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.prefill_chunk_size
         )
         self.runner = ModelRunner(self.model, num_blocks, config.block_size, self.max_model_len)
-        proposer = build_proposer(config, self.vocab_size, self.max_model_len)
+        proposer = build_proposer(config, self.vocab_size, self.max_model_len, num_blocks)
         self.spec = (
             SpeculativeDecoder(proposer, config.num_speculative_tokens, config.spec_max_batch)
             if proposer is not None

@@ -60,6 +60,22 @@ class _EngineStatsCollector:
             "Prompt tokens found in the prefix cache.",
             value=stats.prefix_cache_hits_total,
         )
+        # Acceptance rate = accepted / draft tokens; tokens per verifying pass = 1 + accepted / drafts.
+        yield CounterMetricFamily(
+            "groundwork:spec_decode_num_drafts",
+            "Speculative verification passes (a sequence with proposals in one step).",
+            value=stats.spec_num_drafts_total,
+        )
+        yield CounterMetricFamily(
+            "groundwork:spec_decode_num_draft_tokens",
+            "Speculative tokens proposed.",
+            value=stats.spec_proposed_tokens_total,
+        )
+        yield CounterMetricFamily(
+            "groundwork:spec_decode_num_accepted_tokens",
+            "Speculative tokens accepted.",
+            value=stats.spec_accepted_tokens_total,
+        )
 
 
 class ServingMetrics:

@@ -26,7 +26,11 @@ class Proposer(Protocol):
         ...
 
 
-def build_proposer(config: EngineConfig, vocab_size: int, max_model_len: int) -> Proposer | None:
+def build_proposer(
+    config: EngineConfig, vocab_size: int, max_model_len: int, num_blocks: int
+) -> Proposer | None:
+    """The proposer of `config.speculative`; a draft model's KV pool holds at most as many blocks as the
+    target's (`num_blocks`)."""
     if config.speculative == "prompt_lookup":
         from inference.spec.prompt_lookup import PromptLookupProposer
 
@@ -34,5 +38,5 @@ def build_proposer(config: EngineConfig, vocab_size: int, max_model_len: int) ->
     if config.speculative == "draft":
         from inference.spec.draft import DraftModelProposer
 
-        return DraftModelProposer(config, vocab_size, max_model_len)
+        return DraftModelProposer(config, vocab_size, max_model_len, num_blocks)
     return None

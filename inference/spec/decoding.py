@@ -10,6 +10,7 @@ overwritten by the next tokens.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ from inference.spec.verify import verify_token
 
 if TYPE_CHECKING:
     from inference.grammar import EngineGrammars
+
+log = logging.getLogger(__name__)
 
 
 class SpeculativeDecoder:
@@ -47,7 +50,12 @@ class SpeculativeDecoder:
             k = min(seq.spec_k, room - 1)
             if not active or k <= 0 or seq.num_computed_tokens != seq.num_tokens - 1:
                 continue
-            guesses = self.proposer.propose(seq, k)[:k]
+            try:
+                guesses = self.proposer.propose(seq, k)[:k]
+            except Exception:  # guesses are an optimisation: a failing proposer must not fail requests
+                log.exception("proposer failed for %s; decoding without speculation", seq.request_id)
+                self.proposer.forget(seq.request_id)
+                continue
             grammar = grammars.get(seq.request_id) if grammars else None
             if grammar is not None:  # a guess the grammar forbids would be rejected: cut there
                 allowed = 0

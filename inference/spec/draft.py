@@ -7,6 +7,7 @@ proposal (those the target accepted are already cached) and then one token per g
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import torch
@@ -20,21 +21,29 @@ from inference.sequence import Sequence
 if TYPE_CHECKING:
     from inference.config import EngineConfig
 
+log = logging.getLogger(__name__)
+
 
 class DraftModelProposer:
-    def __init__(self, config: EngineConfig, vocab_size: int, max_model_len: int) -> None:
+    def __init__(self, config: EngineConfig, vocab_size: int, max_model_len: int, max_blocks: int) -> None:
         self.model, _ = load_model(config.draft_model_path, config.cache_dir, config.device, config.dtype)
         if self.model.config.vocab_size != vocab_size:
             raise ValueError(
                 f"the draft model's vocabulary ({self.model.config.vocab_size}) differs from the target's "
                 f"({vocab_size}); they must share the tokenizer"
             )
-        # Room for spec_max_batch full-length sequences: more never speculate at once.
+        # Room for spec_max_batch full-length sequences (more never speculate at once), within the
+        # target's pool size. NOTE: when it is full, a proposal frees its shadow and guesses nothing.
         bs = config.block_size
-        num_blocks = max(1, config.spec_max_batch) * -(-max_model_len // bs)
+        num_blocks = min(max_blocks, max(1, config.spec_max_batch) * -(-max_model_len // bs))
         self.block_manager = BlockManager(num_blocks, bs, enable_prefix_caching=False)
         self.runner = ModelRunner(self.model, num_blocks, bs, max_model_len)
-        self.kv_bytes = num_blocks * kv_block_bytes(self.model.config, bs, config.dtype)
+        log.info(
+            "draft model %s: KV pool of %d blocks (%.2f GiB)",
+            config.draft_model_path,
+            num_blocks,
+            num_blocks * kv_block_bytes(self.model.config, bs, config.dtype) / 2**30,
+        )
         self._shadows: dict[str, Sequence] = {}
 
     def _shadow(self, seq: Sequence) -> Sequence:
@@ -72,7 +81,7 @@ class DraftModelProposer:
             else:
                 prepare_logits(logits, [shadow])
                 probs = logits.softmax(dim=-1)
-                token = int(draw(probs, [None])[0])
+                token = int(draw(probs, [seq.generator])[0])
                 rows.append(probs[0])
             shadow.token_ids.append(token)
             guesses.append(token)

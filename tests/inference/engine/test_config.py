@@ -23,6 +23,10 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         dtype="bfloat16",
         enable_prefix_caching=False,
         cpu_threads=1,
+        speculative="draft",
+        num_speculative_tokens=3,
+        draft_model=str(tiny_llama),
+        spec_max_batch=2,
     )
     cfg = EngineConfig.from_settings(settings, tiny_llama, cache_dir=tmp_path)
     assert (cfg.block_size, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_chunk_size) == (
@@ -34,11 +38,27 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
     assert (cfg.max_waiting, cfg.max_model_len, cfg.cache_dir) == (5, 100, tmp_path)
     assert cfg.device == torch.device("cpu") and cfg.dtype == torch.bfloat16
     assert not cfg.enable_prefix_caching and cfg.cpu_threads == 1
+    assert (cfg.speculative, cfg.num_speculative_tokens, cfg.draft_model_path, cfg.spec_max_batch) == (
+        "draft",
+        3,
+        tiny_llama,
+        2,
+    )
     assert EngineConfig.from_settings(EngineSettings(device="cpu"), tiny_llama).dtype == torch.float32
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("bad", [{"block_size": 0}, {"max_num_seqs": -1}, {"kv_cache_memory_gb": 0}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"block_size": 0},
+        {"max_num_seqs": -1},
+        {"kv_cache_memory_gb": 0},
+        {"speculative": "medusa"},
+        {"speculative": "draft"},  # without a draft model
+        {"speculative": "prompt_lookup", "num_speculative_tokens": 0},
+    ],
+)
 def test_bad_values_are_rejected(tiny_llama, bad):
     with pytest.raises(ValueError):
         EngineConfig(tiny_llama, **bad)

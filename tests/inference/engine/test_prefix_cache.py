@@ -92,3 +92,19 @@ def test_cache_salts_isolate_tenants(tiny_llama, make_engine):
     assert cached("tenant-a") == 64
     assert cached("tenant-b") == 64
     assert cached(None) == 64
+
+
+@pytest.mark.unit
+def test_prefix_cache_counters_reach_the_metrics(tiny_llama, make_engine):
+    from prometheus_client import generate_latest
+
+    from inference.metrics import ServingMetrics
+
+    engine = make_engine(tiny_llama)
+    prompt = random.Random(3).choices(range(engine.vocab_size), k=40)
+    run(engine, [prompt, prompt], [GREEDY, GREEDY])  # admitted together: no hit
+    run(engine, [prompt], [GREEDY])
+    text = generate_latest(ServingMetrics(engine).registry).decode()
+    assert "groundwork:prefix_cache_queries_total 120.0" in text
+    assert "groundwork:prefix_cache_hits_total 32.0" in text
+    assert "groundwork:spec_decode_num_drafts_total 0.0" in text

@@ -129,6 +129,19 @@ def test_grammar_cuts_proposals_and_outputs_are_unchanged(tiny_llama, make_engin
     assert stats.spec_accepted_tokens_total > 0
 
 
+@pytest.mark.unit
+def test_a_failing_proposer_only_turns_speculation_off(tiny_llama, make_engine, plain_outputs, monkeypatch):
+    ps, expected = plain_outputs
+    engine = make_engine(tiny_llama, speculative="prompt_lookup")
+
+    def broken(seq, k):
+        raise RuntimeError("proposer bug")
+
+    monkeypatch.setattr(engine.spec.proposer, "propose", broken)
+    assert tokens_of(engine.generate(ps[:2], GREEDY)) == expected[:2]
+    assert engine.stats().spec_num_drafts_total == 0
+
+
 RAG_CONTEXT = (
     "Groundwork stores documents in chunks of about 400 tokens. Each chunk is embedded with "
     "all-MiniLM-L6-v2 and indexed for hybrid search. The engine uses paged attention with blocks "
