@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import typer  # noqa: E402
 
-from cli import ask, db, ingest, keys, models, services
+from cli import ask, db, engine, ingest, keys, models, services
 
 app = typer.Typer(
     help="Groundwork: self-hosted RAG and agents with its own inference engine.", no_args_is_help=True
@@ -19,6 +19,7 @@ app = typer.Typer(
 app.add_typer(db.app, name="db")
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
+app.add_typer(engine.app, name="engine")
 app.add_typer(ingest.jobs_app, name="jobs")
 app.command(name="ingest")(ingest.ingest)
 app.command(name="ask")(ask.ask)

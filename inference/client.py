@@ -111,6 +111,8 @@ class RemoteChatBackend:
             "min_p": params.min_p,
             "repetition_penalty": params.repetition_penalty,
         }
+        if params.cache_salt:
+            extra["cache_salt"] = params.cache_salt  # vLLM and our server isolate prefix caches by it
         stream = await self.client.chat.completions.create(
             model=self.model_name,
             messages=messages,

@@ -32,6 +32,8 @@ class AskRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
+    # Prefix-cache isolation: requests share cached prompt blocks only within one salt (tenant).
+    cache_salt: str | None = None
 
 
 class AskPipeline:
@@ -74,6 +76,7 @@ class AskPipeline:
             temperature=self.settings.temperature if request.temperature is None else request.temperature,
             seed=request.seed,
             repetition_penalty=self.settings.repetition_penalty,
+            cache_salt=request.cache_salt,
         )
         gen_start = time.perf_counter()
         parts: list[str] = []

@@ -84,6 +84,7 @@ async def run_ask(
     request = AskRequest(
         question=body.question,
         history=history_override or (history(session, conversation) if conversation else []),
+        cache_salt=str(tenant),
         **body.generation.model_dump(),
     )
     query = body.question
