@@ -45,7 +45,8 @@ def ask(
     for citation in done.get("citations", []):
         page = f", page {citation['page']}" if citation.get("page") else ""
         span = f"chars {citation['char_start']}-{citation['char_end']}"
-        console.print(f"  [{citation['citation']}] {citation['title']}{page} ({span})", markup=False)
+        origin = f" — {citation['source_id']}" if citation.get("source_id") else ""
+        console.print(f"  [{citation['citation']}] {citation['title']}{origin}{page} ({span})", markup=False)
     if not done.get("citations"):
         console.print("  (none cited)")
     tokens = done.get("usage", {}).get("completion_tokens", 0)

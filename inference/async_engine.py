@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
+from inference.chat_template import render_chat
 from inference.config import EngineConfig
 from inference.engine import LLMEngine, StepError
 from inference.protocol import (
@@ -80,14 +81,14 @@ class AsyncLLMEngine:
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+    def apply_chat_template(
+        self, messages: list[dict], add_generation_prompt: bool = True, tools: list[dict] | None = None
+    ) -> list[int]:
         if not getattr(self.tokenizer, "chat_template", None):
             raise InvalidRequestError(f"model {self.model_name!r} has no chat template")
         # NOTE: render then encode without special tokens: the template already writes BOS if the model
         # wants one, and encode() would add a second.
-        text = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt, tokenize=False
-        )
+        text = render_chat(self.tokenizer, messages, tools, add_generation_prompt)
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     # -- requests ------------------------------------------------------------------------------------

@@ -60,6 +60,13 @@ class _EngineStatsCollector:
             "Prompt tokens found in the prefix cache.",
             value=stats.prefix_cache_hits_total,
         )
+        # NOTE: the rates are over the engine's whole life; Prometheus users derive windowed ones from
+        # the counters (rate(hits) / rate(queries)). A gauge saves dashboards without PromQL the division.
+        yield GaugeMetricFamily(
+            "groundwork:prefix_cache_hit_rate",
+            "Prefix-cache hits / queries (tokens) since start; 0 before any query.",
+            value=stats.prefix_cache_hits_total / max(1, stats.prefix_cache_queries_total),
+        )
         # Acceptance rate = accepted / draft tokens; tokens per verifying pass = 1 + accepted / drafts.
         yield CounterMetricFamily(
             "groundwork:spec_decode_num_drafts",
@@ -75,6 +82,16 @@ class _EngineStatsCollector:
             "groundwork:spec_decode_num_accepted_tokens",
             "Speculative tokens accepted.",
             value=stats.spec_accepted_tokens_total,
+        )
+        yield GaugeMetricFamily(
+            "groundwork:spec_decode_acceptance_rate",
+            "Speculative tokens accepted / proposed since start; 0 before any proposal.",
+            value=stats.spec_acceptance_rate,
+        )
+        yield GaugeMetricFamily(
+            "groundwork:spec_decode_mean_accepted_length",
+            "Tokens emitted per verification pass (accepted drafts + 1) since start; 1 before any.",
+            value=stats.spec_mean_accepted_length,
         )
 
 

@@ -139,7 +139,11 @@ class EngineClient(Protocol):
 
     def decode(self, token_ids: list[int]) -> str: ...
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]: ...
+    def apply_chat_template(
+        self, messages: list[dict], add_generation_prompt: bool = True, tools: list[dict] | None = None
+    ) -> list[int]:
+        """Prompt ids of `messages`; `tools` (OpenAI function tools) are shown to the model."""
+        ...
 
     def generate(
         self, request_id: str, prompt_token_ids: list[int], params: SamplingParams

@@ -33,6 +33,7 @@ def to_source(hit: ResultChunk) -> Source:
         page=hit.page,
         char_start=hit.char_start,
         char_end=hit.char_end,
+        source_id=hit.source_id,
     )
 
 

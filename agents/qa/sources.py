@@ -19,6 +19,7 @@ class Source:
     page: int | None = None
     char_start: int | None = None
     char_end: int | None = None
+    source_id: str = ""  # the document's source (file name, URL, id given at upload)
 
     def as_dict(self) -> dict:
         return {
@@ -26,6 +27,7 @@ class Source:
             "chunk_id": self.chunk_id,
             "document_id": self.document_id,
             "title": self.title,
+            "source_id": self.source_id,
             "page": self.page,
             "char_start": self.char_start,
             "char_end": self.char_end,

@@ -36,5 +36,5 @@ def test_ask_through_a_remote_openai_compatible_server(broker_settings, remote_u
         body = client.post("/v1/ask", json={"collection": qa_collection, "question": QUESTION}).json()
         assert "engine" not in client.app.state.groundwork.extras  # nothing generated in-process
     assert "12 March 2026" in body["answer"]
-    assert body["citations"] and "zephyr" in body["citations"][0]["title"]
+    assert body["citations"] and body["citations"][0]["source_id"] == "zephyr-release.txt"
     assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0

@@ -38,8 +38,10 @@ router = APIRouter(tags=["chat"])
 
 def _prompt_ids(ctx: ServerContext, body: ChatCompletionRequest) -> list[int]:
     messages = [message.as_template_dict() for message in body.messages]
+    # With tool_choice "none" the output is unconstrained: a model told how to call would write calls as text.
+    tools = body.tools if body.tool_choice != "none" else None
     try:
-        return ctx.engine.apply_chat_template(messages)
+        return ctx.engine.apply_chat_template(messages, tools=tools)
     except (TemplateError, ValueError) as exc:
         # Templates reject what they cannot render (e.g. roles out of order) by raising.
         raise APIError(f"the messages do not fit the model's chat template: {exc}", param="messages") from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import openai
 import pytest
 
@@ -73,6 +74,23 @@ def test_forced_tool_call_plain_and_streamed(client):
     assert {d.index for d in deltas} == {0}
     assert "".join(d.function.arguments or "" for d in deltas) == call.function.arguments
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_auto_tool_choice_shows_the_tools_and_returns_text_or_a_valid_call(engine, client):
+    prompt = engine.decode(engine.apply_chat_template(ASK_WEATHER, tools=[WEATHER_TOOL]))
+    assert "Current weather of a city." in prompt and "<tool_call>" in prompt
+    response = client.chat.completions.create(
+        model=MODEL_NAME, messages=ASK_WEATHER, tools=[WEATHER_TOOL], tool_choice="auto", max_tokens=80,
+        temperature=0,
+    )
+    choice = response.choices[0]
+    if choice.message.tool_calls:
+        assert choice.finish_reason == "tool_calls"
+        for call in choice.message.tool_calls:
+            assert call.function.name == "get_weather"
+            jsonschema.validate(json.loads(call.function.arguments), CITY_SCHEMA)
+    else:
+        assert choice.message.content and "<tool_call>" not in choice.message.content
 
 
 def test_conversation_with_a_tool_result(client):

@@ -1,0 +1,60 @@
+"""Chat messages to prompt text, with OpenAI `tools` made visible to models whose template ignores them.
+
+A template that knows tools (Qwen, Llama 3.1, SmolLM3...) renders them its own way. One that does not
+(SmolLM2) would leave the model blind to the tools `tool_choice="auto"` lets it call; for those, a
+system message lists the tools and the exact call layout the grammar enforces (`grammar/tools.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
+
+
+def render_chat(
+    tokenizer: Any, messages: list[dict], tools: list[dict] | None = None, add_generation_prompt: bool = True
+) -> str:
+    """The prompt text of `messages` under the tokenizer's chat template, tools included."""
+
+    def render(msgs: list[dict], with_tools: list[dict] | None) -> str:
+        return tokenizer.apply_chat_template(
+            msgs, tools=with_tools, add_generation_prompt=add_generation_prompt, tokenize=False
+        )
+
+    if not tools:
+        return render(messages, None)
+    with_tools = render(messages, tools)
+    # NOTE: a template that ignores `tools` renders the same text with and without them.
+    if with_tools != render(messages, None):
+        return with_tools
+    return render(with_tools_system_message(messages, tools), None)
+
+
+def with_tools_system_message(messages: list[dict], tools: list[dict]) -> list[dict]:
+    """`messages` with the tools prompt added to the leading system message (or as a new one)."""
+    prompt = tools_prompt(tools)
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        content = first.get("content") or ""
+        merged = {**first, "content": f"{content}\n\n{prompt}" if content else prompt}
+        return [merged, *messages[1:]]
+    return [{"role": "system", "content": prompt}, *messages]
+
+
+def tools_prompt(tools: list[dict]) -> str:
+    """The tools as JSON function signatures, and how to call one."""
+    signatures = "\n".join(
+        json.dumps(tool["function"], ensure_ascii=False)
+        for tool in tools
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
+    )
+    example = json.dumps({"name": "<function-name>", "arguments": {"<arg-name>": "<arg-value>"}})
+    return (
+        "You may call one or more functions to help with the user's request. The available functions:\n"
+        f"<tools>\n{signatures}\n</tools>\n\n"
+        "To call a function, answer with a JSON object holding its name and arguments, inside tags:\n"
+        f"{TOOL_CALL_START}\n{example}\n{TOOL_CALL_END}\n"
+        "Otherwise, answer in plain text."
+    )
