@@ -1,6 +1,6 @@
 """Engine throughput and latency against Hugging Face transformers, in one run on one machine.
 
-    python -m benchmarks.engine [--quick] [--spec]
+    python -m benchmarks.engine [--quick] [--spec | --features]
 
 Every system serves the same chat requests (all arriving at t=0) with the same model in fp32 and
 greedy decoding forced to exactly N new tokens, so only the serving strategy differs:
@@ -11,7 +11,9 @@ greedy decoding forced to exactly N new tokens, so only the serving strategy dif
   (c) our engine, all requests submitted concurrently (continuous batching).
 Also: batch-1 decode speed of our engine next to the memory-bandwidth roofline (all weights read
 once per token). Writes benchmarks/results/engine.json and prints a table.
-`--spec` runs instead the speculative-decoding and prefix-cache section (benchmarks/engine_spec.py).
+`--spec` runs instead the speculative-decoding and prefix-cache section (benchmarks/engine_spec.py),
+`--features` the overheads of prefix caching at 0% hits and of JSON-schema grammars
+(benchmarks/engine_features.py).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
 
-from benchmarks import engine_spec
+from benchmarks import engine_features, engine_spec
 from benchmarks.chat_prompts import PROMPTS
 from core.registry import resolve_model
 from core.settings import get_settings
@@ -182,6 +184,9 @@ def main(
     spec: bool = typer.Option(
         False, help="Only the speculative decoding (prompt lookup) and prefix-cache TTFT section."
     ),
+    features: bool = typer.Option(
+        False, help="Only the overheads of prefix caching at a 0% hit rate and of JSON-schema grammars."
+    ),
 ) -> None:
     console = Console()
     if threads:
@@ -191,6 +196,10 @@ def main(
     if spec:
         out = engine_spec.RESULTS.with_suffix(".quick.json") if quick else engine_spec.RESULTS
         engine_spec.run(path, settings.model_cache_dir, quick, out)
+        return
+    if features:
+        out = engine_features.RESULTS.with_suffix(".quick.json") if quick else engine_features.RESULTS
+        engine_features.run(path, settings.model_cache_dir, quick, out)
         return
     if quick:
         requests, new_tokens = 8, 8

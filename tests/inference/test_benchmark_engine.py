@@ -29,3 +29,18 @@ def test_quick_benchmark_writes_all_figures(tmp_path, monkeypatch):
     # Same model, greedy: our engine writes what transformers writes.
     matching, total = map(int, figures["greedy_outputs_identical_to_hf"].split("/"))
     assert total == 8 and matching >= 7
+
+
+def test_quick_features_benchmark_writes_all_figures(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.engine_features, "RESULTS", tmp_path / "engine_features.json")
+    command = typer.Typer()
+    command.command()(bench.main)
+    result = CliRunner().invoke(command, ["--features", "--quick"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "engine_features.quick.json").read_text())
+    prefix = figures["prefix_cache_0pct_hit"]
+    assert prefix["hit_rate"] == 0  # the prompts really share nothing
+    assert prefix["on"]["output_tokens"] == prefix["off"]["output_tokens"] == 4 * 8
+    grammar = figures["json_schema"]
+    assert {"batch1_tpot_overhead", "concurrent2_tpot_overhead"} <= set(grammar)
+    assert all(run["tpot_p50_s"] > 0 for run in grammar.values() if isinstance(run, dict))

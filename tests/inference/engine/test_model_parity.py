@@ -54,7 +54,7 @@ def hf_logits(model, ids: list[int]) -> torch.Tensor:
     ],
     ids=["llama", "llama-tied-linear-rope", "llama3-rope-head-dim", "qwen2-bias"],
 )
-@pytest.mark.parametrize("chunk", [1000, 7, 1], ids=["prefill", "chunked", "decode"])
+@pytest.mark.parametrize("chunk", [1000, 7, 3, 1], ids=["prefill", "chunked", "verify-rows", "decode"])
 def test_tiny_logits_match_transformers(tmp_path, make_engine, family, overrides, chunk):
     directory = save_tiny_model(tmp_path, family, **overrides)
     hf = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
