@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from api.errors import ApiError
 from api.state import AppState
+from core.database import session_scope
 from core.settings import Settings
 from core.tenancy import authenticate
 
@@ -32,15 +33,8 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
 def get_session(state: StateDep) -> Iterator[Session]:
-    session = state.sessions()
-    try:
+    with session_scope(state.sessions) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

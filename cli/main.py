@@ -11,7 +11,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import typer  # noqa: E402
 
-from cli import ask, db, engine, ingest, keys, models, services
+from cli import ask, db, engine, ingest, keys, models, search, services
+from cli import eval as eval_cli
 
 app = typer.Typer(
     help="Groundwork: self-hosted RAG and agents with its own inference engine.", no_args_is_help=True
@@ -23,6 +24,8 @@ app.add_typer(engine.app, name="engine")
 app.add_typer(ingest.jobs_app, name="jobs")
 app.command(name="ingest")(ingest.ingest)
 app.command(name="ask")(ask.ask)
+app.command(name="search")(search.search)
+app.add_typer(eval_cli.app, name="eval")
 app.command()(services.up)
 app.command()(services.api)
 app.command()(services.worker)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Chunk, Collection, Document
 from ingestion.chunking import ChunkingConfig
+from retrieval.corpus import create_collection as insert_collection
 from retrieval.embedding import get_embedder, matryoshka_prefix, prefix_index_ddl, prefix_index_name
 
 REINDEX_BATCH = 2000
@@ -39,20 +40,16 @@ def create_collection(
 ) -> Collection:
     """Insert the collection and its (empty) prefix index in the caller's transaction."""
     embedding_dim = get_embedder(embedding_model).dim
-    collection = Collection(
-        tenant_id=tenant_id,
-        name=name,
-        description=description,
+    return insert_collection(
+        session,
+        tenant_id,
+        name,
         embedding_model=embedding_model,
         embedding_dim=embedding_dim,
         index_dim=resolve_index_dim(index_dim, embedding_dim),
         chunking=chunking.model_dump(),
-        retrieval={},
+        description=description,
     )
-    session.add(collection)
-    session.flush()
-    session.execute(text(prefix_index_ddl(collection.id, collection.index_dim)))
-    return collection
 
 
 def change_index_dim(session: Session, collection: Collection, index_dim: int) -> int:

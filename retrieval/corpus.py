@@ -33,15 +33,18 @@ def create_collection(
     embedding_dim: int,
     index_dim: int,
     retrieval: dict | None = None,
+    chunking: dict | None = None,
+    description: str = "",
 ) -> Collection:
     """A collection with its partial HNSW prefix index (committed by the caller)."""
     collection = Collection(
         tenant_id=tenant_id,
         name=name,
+        description=description,
         embedding_model=embedding_model,
         embedding_dim=embedding_dim,
         index_dim=index_dim,
-        chunking={},
+        chunking=chunking or {},
         retrieval=retrieval or {},
     )
     session.add(collection)

