@@ -50,6 +50,7 @@ def get_current_tenant(request: Request, session: SessionDep, settings: Settings
     if scheme.lower() != "bearer" or not key:
         raise ApiError(401, "unauthorized", "malformed Authorization header; expected 'Bearer <key>'")
     tenant_id = authenticate(session, key.strip())
+    session.commit()  # records the key's use and frees the connection for the rest of the request
     if tenant_id is not None:
         return tenant_id
     if settings.auth_required:

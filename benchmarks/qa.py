@@ -130,6 +130,9 @@ def main() -> None:
         asyncio.run(ask_all(base_url, questions[:1], args.max_tokens))  # warm-up: loads the engine
         answers, wall = asyncio.run(ask_all(base_url, questions, args.max_tokens))
         rate = hit_rate(base_url)
+    except Exception:
+        print((data_dir / "up.log").read_text()[-5000:], file=sys.stderr)
+        raise
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

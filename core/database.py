@@ -30,6 +30,10 @@ def sqlalchemy_url(url: str) -> str:
 
 def make_engine(url: str, **kwargs) -> Engine:
     kwargs.setdefault("pool_pre_ping", True)
+    # Concurrent answers each hold a connection while they retrieve; 15 (SQLAlchemy's default) ran
+    # out at 20 concurrent /v1/ask requests. Postgres' default max_connections is 100.
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 30)
     return create_engine(sqlalchemy_url(url), **kwargs)
 
 

@@ -69,6 +69,7 @@ async def run_ask(
         conversation = get_conversation(session, tenant, body.conversation_id)
         if conversation is None:
             raise ApiError(404, "conversation_not_found", f"no conversation {body.conversation_id}")
+    session.commit()  # release the connection until retrieval needs one (see retrieve below)
     try:
         search = SearchRequest(query=body.question, **body.retrieval)
     except ValueError as exc:
@@ -76,9 +77,13 @@ async def run_ask(
     backend = chat_backend(state)
 
     async def retrieve(query: str):
-        return await retrieve_sources(
+        found = await retrieve_sources(
             session, state.settings, collections, search.model_copy(update={"query": query}), backend
         )
+        # NOTE: end the read transaction so that the connection goes back to the pool while the
+        # answer is generated (seconds); holding one per streaming answer exhausts the pool.
+        session.commit()
+        return found
 
     pipeline = AskPipeline(retrieve, backend, state.settings.qa)
     request = AskRequest(
