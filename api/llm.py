@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 
 from api.state import AppState
-from core.registry import resolve_model
 from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
 from inference.protocol import EngineClient
+from retrieval.backends import start_local_engine
 
 _build_lock = threading.Lock()
 
@@ -20,13 +20,7 @@ def local_engine(state: AppState) -> EngineClient:
         return engine
     with _build_lock:
         if "engine" not in state.extras:
-            from inference.async_engine import AsyncLLMEngine  # torch + model: only when generating
-
-            settings = state.settings
-            resolved = resolve_model(settings.llm_model, offline=settings.hf_offline)
-            engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=settings.llm_model)
-            engine.start()
-            state.extras["engine"] = engine
+            state.extras["engine"] = start_local_engine(state.settings)
     return state.extras["engine"]
 
 

@@ -104,28 +104,20 @@ def test_chat_logprobs(client):
 
 
 def test_extra_sampling_fields_are_accepted(client):
-    response = client.chat.completions.create(
-        model=MODEL_NAME,
-        messages=QUESTION,
-        max_tokens=8,
-        temperature=0.8,
-        top_p=0.9,
-        seed=7,
-        presence_penalty=0.5,
-        frequency_penalty=0.5,
-        extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1},
-    )
-    again = client.chat.completions.create(
-        model=MODEL_NAME,
-        messages=QUESTION,
-        max_tokens=8,
-        temperature=0.8,
-        top_p=0.9,
-        seed=7,
-        presence_penalty=0.5,
-        frequency_penalty=0.5,
-        extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1},
-    )
+    def sample():
+        return client.chat.completions.create(
+            model=MODEL_NAME,
+            messages=QUESTION,
+            max_tokens=8,
+            temperature=0.8,
+            top_p=0.9,
+            seed=7,
+            presence_penalty=0.5,
+            frequency_penalty=0.5,
+            extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1},
+        )
+
+    response, again = sample(), sample()
     assert response.choices[0].message.content == again.choices[0].message.content  # same seed
 
 
