@@ -98,8 +98,8 @@ async def ask_all(base_url: str, questions: list[str], max_tokens: int) -> tuple
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"p50": float("nan"), "p99": float("nan"), "n": 0}
+    if not values:  # a stage that did not run (rerank off): null in the JSON, "-" in the table
+        return {"p50": None, "p99": None, "n": 0}
     return {
         "p50": float(np.percentile(values, 50)),
         "p99": float(np.percentile(values, 99)),
@@ -163,7 +163,8 @@ def main() -> None:
     table.add_column("p99 ms", justify="right")
     table.add_column("n", justify="right")
     for stage, p in stages.items():
-        table.add_row(stage, f"{p['p50']:.1f}", f"{p['p99']:.1f}", str(p["n"]))
+        cells = [f"{p[q]:.1f}" if p["n"] else "-" for q in ("p50", "p99")]
+        table.add_row(stage, *cells, str(p["n"]))
     console = Console()
     console.print(table)
     console.print(
