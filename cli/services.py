@@ -25,13 +25,17 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def serve_api(settings: Settings, database: DatabaseHandle) -> None:
+def serve_api(settings: Settings, database: DatabaseHandle, preload_engine: bool = False) -> None:
+    from api.llm import local_engine
     from api.main import build_state, create_app
 
     try:
         state = build_state(settings, database)
     except DatabaseNotReady as exc:
         _fail(str(exc))
+    if preload_engine and not settings.engine.llm_base_url:
+        # Load the generator while the API starts, so that the first question does not wait for it.
+        threading.Thread(target=local_engine, args=(state,), daemon=True).start()
     # NOTE: uvicorn re-raises SIGTERM after its graceful shutdown; exiting through SystemExit
     # instead lets callers' `finally` blocks stop the worker and the embedded database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -96,7 +100,7 @@ def up() -> None:
     typer.secho(f"Groundwork is starting at {url}  (readiness: {url}/readyz, docs: {url}/docs)", fg="green")
     threading.Thread(target=_seed_demo_quietly, args=(url,), daemon=True).start()
     try:
-        serve_api(settings, database)
+        serve_api(settings, database, preload_engine=True)
     finally:
         worker_proc.send_signal(signal.SIGTERM)
         try:

@@ -76,6 +76,7 @@ class AskPipeline:
             temperature=self.settings.temperature if request.temperature is None else request.temperature,
             seed=request.seed,
             repetition_penalty=self.settings.repetition_penalty,
+            frequency_penalty=self.settings.frequency_penalty,
             cache_salt=request.cache_salt,
         )
         gen_start = time.perf_counter()

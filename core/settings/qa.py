@@ -19,7 +19,11 @@ class QASettings(BaseModel):
     max_tokens: int = Field(default=256, description="Default answer length cap (tokens).")
     temperature: float = Field(default=0.0, description="Default sampling temperature of answers.")
     repetition_penalty: float = Field(
-        default=1.1, description="Discourages the loops small generators fall into on long answers."
+        default=1.0,
+        description="Penalises tokens already in the prompt too: > 1 discourages quoting the sources.",
+    )
+    frequency_penalty: float = Field(
+        default=0.3, description="Penalises tokens the answer has repeated: breaks small models' loops."
     )
     rewrite_follow_ups: bool = Field(
         default=True, description="Rewrite follow-up questions into stand-alone queries using the history."
