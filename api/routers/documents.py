@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
 from api.routers.collections import get_collection
-from core.models import Chunk, Collection, Document, DocumentStatus
+from api.scoping import get_in_tenant
+from core.models import Chunk, Document, DocumentStatus
 from ingestion.blobs import BlobStore
 from ingestion.state import release_from_job
 from ingestion.uploads import Upload, create_batch, enqueue
@@ -81,14 +82,7 @@ class ChunkPage(BaseModel):
 
 
 def get_document(session: Session, tenant: uuid.UUID, document_id: uuid.UUID) -> Document:
-    doc = session.execute(
-        select(Document)
-        .join(Collection, Collection.id == Document.collection_id)
-        .where(Document.id == document_id, Collection.tenant_id == tenant)
-    ).scalar_one_or_none()
-    if doc is None:
-        raise ApiError(404, "document_not_found", f"no document {document_id}")
-    return doc
+    return get_in_tenant(session, tenant, Document, document_id, "document", "document_not_found")
 
 
 @router.post("/collections/{collection}/documents", status_code=202, response_model=UploadOut)

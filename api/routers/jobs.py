@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
 from api.routers.collections import get_collection
+from api.scoping import get_in_tenant
 from core.models import Collection, Document, IngestionJob, JobStatus
 from ingestion import state as transitions
 from ingestion.uploads import enqueue
@@ -52,14 +53,7 @@ def job_out(session: Session, job: IngestionJob) -> JobOut:
 
 
 def get_job(session: Session, tenant: uuid.UUID, job_id: uuid.UUID) -> IngestionJob:
-    job = session.execute(
-        select(IngestionJob)
-        .join(Collection, Collection.id == IngestionJob.collection_id)
-        .where(IngestionJob.id == job_id, Collection.tenant_id == tenant)
-    ).scalar_one_or_none()
-    if job is None:
-        raise ApiError(404, "job_not_found", f"no ingestion job {job_id}")
-    return job
+    return get_in_tenant(session, tenant, IngestionJob, job_id, "ingestion job", "job_not_found")
 
 
 @router.get("", response_model=list[JobOut])
