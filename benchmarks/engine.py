@@ -239,6 +239,9 @@ def main(
         cache_dir=settings.model_cache_dir,
         device=torch.device("cpu"),
         dtype=torch.float32,
+        # The core serving path: speculation has its own section (--spec), and batch-1 decode here is
+        # held against the roofline of one pass per token.
+        speculative="off",
     )
     concurrent, single = asyncio.run(engine_runs(config, prompts, warmup, new_tokens))
     runs.append(concurrent)

@@ -92,7 +92,14 @@ def paged_attention(
             )
         else:
             keys, values = _gather(cache, chunk.block_ids, chunk.pos0 + chunk.end - chunk.start)
+        # NOTE: 4-d inputs: with 3-d ones and enable_gqa, CPU SDPA falls back to its math kernel, which
+        # copies K/V per query head and cost 3-4x the flash kernel for verification-sized chunks.
         out[chunk.start : chunk.end] = F.scaled_dot_product_attention(
-            qc, keys, values, attn_mask=chunk.mask, is_causal=chunk.mask is None, enable_gqa=True
-        ).transpose(0, 1)
+            qc[None],
+            keys[None],
+            values[None],
+            attn_mask=chunk.mask,
+            is_causal=chunk.mask is None,
+            enable_gqa=True,
+        )[0].transpose(0, 1)
     return out

@@ -112,9 +112,15 @@ class EngineConfig:
     cpu_threads: int | None = None  # torch intra-op threads; None: leave torch's setting alone
     num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
     speculative: str = "off"  # see SPECULATIVE_METHODS and inference/spec/
-    num_speculative_tokens: int = 4
+    num_speculative_tokens: int = 7
     draft_model_path: Path | None = None  # the draft model when speculative == "draft"
+    prompt_lookup_min: int = 2  # shortest n-gram prompt lookup matches (see spec/prompt_lookup.py)
+    prompt_lookup_max: int = 5  # longest, tried first
     spec_max_batch: int = 4  # no speculation in steps with more running sequences than this
+    # Most tokens (running sequences + their guesses) a speculating step feeds; guesses are cut to fit.
+    # None: `cpu_packed_rows` where the weights are packed (more rows cost much more), else no limit.
+    spec_max_tokens: int | None = None
+    cpu_packed_rows: int = 8  # fp32 CPU: weights packed for 2..this many rows (models/linear.py); 0: off
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -143,6 +149,12 @@ class EngineConfig:
             raise ValueError("num_kv_blocks must be > 0")
         if self.speculative not in SPECULATIVE_METHODS:
             raise ValueError(f"speculative must be one of {sorted(SPECULATIVE_METHODS)}")
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            raise ValueError("need 1 <= prompt_lookup_min <= prompt_lookup_max")
+        if self.spec_max_tokens is not None and self.spec_max_tokens <= 0:
+            raise ValueError("spec_max_tokens must be > 0")
+        if self.cpu_packed_rows < 0:
+            raise ValueError("cpu_packed_rows must be >= 0")
         if self.num_speculative_tokens <= 0 or self.spec_max_batch < 0:
             raise ValueError("num_speculative_tokens must be > 0 and spec_max_batch >= 0")
         if self.speculative == "draft":
@@ -174,7 +186,11 @@ class EngineConfig:
             speculative=settings.speculative,
             num_speculative_tokens=settings.num_speculative_tokens,
             draft_model_path=settings.draft_model,
+            prompt_lookup_min=settings.prompt_lookup_min,
+            prompt_lookup_max=settings.prompt_lookup_max,
             spec_max_batch=settings.spec_max_batch,
+            spec_max_tokens=settings.spec_max_tokens,
+            cpu_packed_rows=settings.cpu_packed_rows,
         )
         kwargs.update(overrides)
         return cls(**kwargs)

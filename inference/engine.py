@@ -45,6 +45,9 @@ class LLMEngine:
         self.model, self.tokenizer = load_model(
             config.model_path, config.cache_dir, config.device, config.dtype
         )
+        packed = config.cpu_packed_rows > 1 and self.model.pack_weights(config.cpu_packed_rows)
+        if packed:
+            log.info("weights packed for matmuls of up to %d rows (MKL)", config.cpu_packed_rows)
         model_cfg = self.model.config
         eos = set(model_cfg.eos_token_ids)
         if self.tokenizer.eos_token_id is not None:
@@ -71,7 +74,12 @@ class LLMEngine:
         self.runner = ModelRunner(self.model, num_blocks, config.block_size, self.max_model_len)
         proposer = build_proposer(config, self.vocab_size, self.max_model_len, num_blocks)
         self.spec = (
-            SpeculativeDecoder(proposer, config.num_speculative_tokens, config.spec_max_batch)
+            SpeculativeDecoder(
+                proposer,
+                config.num_speculative_tokens,
+                config.spec_max_batch,
+                config.spec_max_tokens or (config.cpu_packed_rows if packed else None),
+            )
             if proposer is not None
             else None
         )

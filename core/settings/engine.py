@@ -23,16 +23,37 @@ class EngineSettings(BaseModel):
         "before starting: spinning OpenMP workers otherwise stall every small op.",
     )
     speculative: Literal["off", "prompt_lookup", "draft"] = Field(
-        default="off",
+        default="prompt_lookup",
         description="Speculative decoding: prompt_lookup (n-gram match against the context, no extra "
-        "model) or draft (a small model sharing the tokenizer, see draft_model).",
+        "model; answers that quote their sources decode ~2x faster), draft (a small model sharing the "
+        "tokenizer, see draft_model) or off. Requests turn it off with num_speculative_tokens=0.",
     )
-    num_speculative_tokens: int = Field(default=4, description="Most tokens proposed per step and request.")
+    num_speculative_tokens: int = Field(default=7, description="Most tokens proposed per step and request.")
     draft_model: str | None = Field(
         default=None, description="Path of the draft model (HF directory or .gguf) when speculative=draft."
     )
+    prompt_lookup_min: int = Field(
+        default=2,
+        ge=1,
+        description="Shortest n-gram that prompt lookup matches. 1 also guesses after single tokens: more "
+        "guesses, fewer right; it pays only where verifying costs next to nothing (a GPU at low load).",
+    )
+    prompt_lookup_max: int = Field(default=5, ge=1, description="Longest n-gram prompt lookup matches first.")
     spec_max_batch: int = Field(
         default=4, description="Speculation is off in steps with more running requests than this."
+    )
+    spec_max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Most tokens (running requests plus their proposals) in a speculating step; proposals "
+        "are shortened to fit. Unset: cpu_packed_rows where the weights are packed, else no limit.",
+    )
+    cpu_packed_rows: int = Field(
+        default=8,
+        ge=0,
+        description="On CPU in fp32: keep a copy of the weights packed for matmuls of 2 up to this many "
+        "rows (speculative verification, small decode batches), which then cost about as much as one "
+        "row; doubles the weights' memory. 0 turns it off.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")

@@ -16,25 +16,8 @@ from torch import nn
 
 from inference.attention import AttentionMetadata, paged_attention
 from inference.config import ModelConfig
+from inference.models.linear import PackedWeight, can_pack, linear, pack
 from inference.models.rope import apply_rope
-
-# Up to this many rows, CPU matmuls run as W @ x.T (see `_linear`); the default 4 speculative tokens
-# verify in 5 rows.
-_SMALL_ROWS = 5
-
-
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, except for 2-5 rows on CPU, where it rereads the weight once per row.
-
-    NOTE: measured with SmolLM2's shapes, 1 thread, weights streamed from memory as in a real step:
-    30 layers' projections cost 26 ms for 1 row; F.linear 40/41/38/43 ms for 2/3/4/5 rows, W @ x.T
-    20/24/21/34 ms; 6+ rows are equal or worse. The vocabulary head: 2 rows 17.8 ms vs 4.6 ms.
-    These are the row counts of a speculative verification step.
-    """
-    if x.device.type != "cpu" or not 1 < x.shape[0] <= _SMALL_ROWS:
-        return F.linear(x, weight, bias)
-    out = (weight @ x.T).T.contiguous()
-    return out if bias is None else out + bias
 
 
 class RMSNorm(nn.Module):
@@ -61,6 +44,7 @@ class DecoderLayer(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.packed: dict[str, PackedWeight] = {}  # projection name -> its packed weight (see linear.py)
 
     def forward(
         self,
@@ -72,15 +56,17 @@ class DecoderLayer(nn.Module):
         # NOTE: a function instead of calling the nn.Linear modules: the module call machinery costs as
         # much as a small matmul, and batch-1 decode runs 4 projections x every layer per token.
         n = x.shape[0]
-        qkv = _linear(self.input_layernorm(x), self.qkv_proj.weight, self.qkv_proj.bias)
+        packed = self.packed.get
+        qkv = linear(self.input_layernorm(x), self.qkv_proj.weight, self.qkv_proj.bias, packed("qkv_proj"))
         qkv = qkv.view(n, self.num_heads + 2 * self.num_kv_heads, self.head_dim)
         qk = apply_rope(qkv[:, : self.num_heads + self.num_kv_heads], *rope)
         q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         v = qkv[:, self.num_heads + self.num_kv_heads :]
         attn = paged_attention(q, k, v, cache, meta)
-        x = x + _linear(attn.view(n, -1), self.o_proj.weight)
-        gate, up = _linear(self.post_attention_layernorm(x), self.gate_up_proj.weight).chunk(2, dim=-1)
-        return x + _linear(F.silu(gate) * up, self.down_proj.weight)
+        x = x + linear(attn.view(n, -1), self.o_proj.weight, packed=packed("o_proj"))
+        h = self.post_attention_layernorm(x)
+        gate, up = linear(h, self.gate_up_proj.weight, packed=packed("gate_up_proj")).chunk(2, dim=-1)
+        return x + linear(F.silu(gate) * up, self.down_proj.weight, packed=packed("down_proj"))
 
 
 class LlamaForCausalLM(nn.Module):
@@ -95,6 +81,7 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = (
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         )
+        self.packed_head: PackedWeight | None = None
 
     def forward(
         self,
@@ -109,9 +96,23 @@ class LlamaForCausalLM(nn.Module):
             x = layer(x, rope, cache, meta)
         return self.norm(x)
 
+    @property
+    def head_weight(self) -> torch.Tensor:
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return _linear(hidden, weight).float()
+        return linear(hidden, self.head_weight, packed=self.packed_head).float()
+
+    def pack_weights(self, rows: int) -> bool:
+        """Pack every projection for `rows`-row matmuls (see linear.py); False where it cannot (not fp32
+        on CPU with MKL), leaving the model as it was."""
+        if not can_pack(self.head_weight):
+            return False
+        names = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+        for layer in self.layers:
+            layer.packed = {name: pack(getattr(layer, name).weight, rows) for name in names}
+        self.packed_head = pack(self.head_weight, rows)
+        return True
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:

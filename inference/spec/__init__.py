@@ -34,7 +34,7 @@ def build_proposer(
     if config.speculative == "prompt_lookup":
         from inference.spec.prompt_lookup import PromptLookupProposer
 
-        return PromptLookupProposer()
+        return PromptLookupProposer(config.prompt_lookup_max, config.prompt_lookup_min)
     if config.speculative == "draft":
         from inference.spec.draft import DraftModelProposer
 

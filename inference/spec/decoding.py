@@ -28,10 +28,13 @@ log = logging.getLogger(__name__)
 
 
 class SpeculativeDecoder:
-    def __init__(self, proposer: Proposer, num_speculative_tokens: int, max_batch: int) -> None:
+    def __init__(
+        self, proposer: Proposer, num_speculative_tokens: int, max_batch: int, max_tokens: int | None = None
+    ) -> None:
         self.proposer = proposer
         self.num_speculative_tokens = num_speculative_tokens
         self.max_batch = max_batch
+        self.max_tokens = max_tokens
         self.num_drafts = self.num_proposed = self.num_accepted = 0
 
     def max_k(self, seq: Sequence) -> int:
@@ -40,14 +43,17 @@ class SpeculativeDecoder:
 
     def propose(self, running: list[Sequence], grammars: EngineGrammars | None) -> None:
         """Set the guesses of the decoding sequences, unless the batch is too large for speculation to
-        pay (verifying costs 1 + k tokens of compute per sequence, and large batches are compute-bound)."""
+        pay (verifying costs 1 + k tokens of compute per sequence, and large batches are compute-bound);
+        each sequence gets an equal share of the step's `max_tokens`."""
         active = len(running) <= self.max_batch
+        # A sequence's share of the step's token budget, less its own last token.
+        share = None if self.max_tokens is None else self.max_tokens // max(1, len(running)) - 1
         for seq in running:
             seq.spec_token_ids = []
             seq.draft_probs = None
             # Room left: the last token plus k guesses may all be emitted, then one more token.
             room = min(seq.max_len - seq.num_tokens, seq.params.max_tokens - seq.num_output_tokens)
-            k = min(seq.spec_k, room - 1)
+            k = min(seq.spec_k, room - 1, seq.spec_k if share is None else share)
             if not active or k <= 0 or seq.num_computed_tokens != seq.num_tokens - 1:
                 continue
             try:
@@ -95,7 +101,7 @@ class SpeculativeDecoder:
             seq.num_computed_tokens += 1
         if seq.finish_reason is None:
             if accepted == len(guesses):
-                seq.spec_k = min(seq.spec_k + 1, self.max_k(seq))
+                seq.spec_k = min(2 * seq.spec_k, self.max_k(seq))
             elif 2 * accepted < len(guesses):
                 seq.spec_k = max(1, seq.spec_k // 2)
         self.num_drafts += 1

@@ -44,3 +44,18 @@ def test_quick_features_benchmark_writes_all_figures(tmp_path, monkeypatch):
     grammar = figures["json_schema"]
     assert {"batch1_tpot_overhead", "concurrent2_tpot_overhead"} <= set(grammar)
     assert all(run["tpot_p50_s"] > 0 for run in grammar.values() if isinstance(run, dict))
+
+
+def test_quick_spec_benchmark_writes_all_figures(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.engine_spec, "RESULTS", tmp_path / "engine_spec.json")
+    command = typer.Typer()
+    command.command()(bench.main)
+    result = CliRunner().invoke(command, ["--spec", "--quick"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "engine_spec.quick.json").read_text())
+    decode = figures["decode"]
+    assert decode["greedy_outputs_identical"] is True
+    assert decode["prompt_lookup_spec"]["accepted"] > 0
+    assert 0 < decode["copy_rate"] <= 1  # the answers quote their context
+    assert decode["batch1_decode_speedup"] > 0 and decode["concurrent_speedup"] > 0
+    assert figures["prefix_cache"]["speedup"] > 1

@@ -27,6 +27,10 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         num_speculative_tokens=3,
         draft_model=str(tiny_llama),
         spec_max_batch=2,
+        spec_max_tokens=16,
+        prompt_lookup_min=1,
+        prompt_lookup_max=4,
+        cpu_packed_rows=0,
     )
     cfg = EngineConfig.from_settings(settings, tiny_llama, cache_dir=tmp_path)
     assert (cfg.block_size, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_chunk_size) == (
@@ -44,6 +48,12 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         tiny_llama,
         2,
     )
+    assert (cfg.spec_max_tokens, cfg.prompt_lookup_min, cfg.prompt_lookup_max, cfg.cpu_packed_rows) == (
+        16,
+        1,
+        4,
+        0,
+    )
     assert EngineConfig.from_settings(EngineSettings(device="cpu"), tiny_llama).dtype == torch.float32
 
 
@@ -57,6 +67,9 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         {"speculative": "medusa"},
         {"speculative": "draft"},  # without a draft model
         {"speculative": "prompt_lookup", "num_speculative_tokens": 0},
+        {"prompt_lookup_min": 3, "prompt_lookup_max": 2},
+        {"spec_max_tokens": 0},
+        {"cpu_packed_rows": -1},
     ],
 )
 def test_bad_values_are_rejected(tiny_llama, bad):

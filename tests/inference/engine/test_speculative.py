@@ -39,8 +39,16 @@ def plain_outputs(tiny_llama):
 @pytest.mark.unit
 def test_prompt_lookup_greedy_equals_plain_decoding(tiny_llama, make_engine, plain_outputs):
     ps, expected = plain_outputs
-    # spec_max_batch 8 < 50: the first steps run plain, speculation starts as requests finish.
-    engine = make_engine(tiny_llama, speculative="prompt_lookup", spec_max_batch=8, max_num_seqs=16)
+    # spec_max_batch 8 < 50: the first steps run plain, speculation starts as requests finish. The
+    # random model's outputs seldom repeat 2-grams of the prompt: single tokens are matched too.
+    engine = make_engine(
+        tiny_llama,
+        speculative="prompt_lookup",
+        prompt_lookup_min=1,
+        spec_max_batch=8,
+        spec_max_tokens=4096,
+        max_num_seqs=16,
+    )
     assert tokens_of(engine.generate(ps, GREEDY)) == expected
     stats = engine.stats()
     assert stats.spec_proposed_tokens_total > 0 and stats.spec_accepted_tokens_total > 0
@@ -50,7 +58,9 @@ def test_prompt_lookup_greedy_equals_plain_decoding(tiny_llama, make_engine, pla
 @pytest.mark.unit
 def test_draft_model_greedy_equals_plain_decoding(tiny_llama, tiny_qwen2, make_engine, plain_outputs):
     ps, expected = plain_outputs
-    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_qwen2, spec_max_batch=64)
+    engine = make_engine(
+        tiny_llama, speculative="draft", draft_model_path=tiny_qwen2, spec_max_batch=64, spec_max_tokens=4096
+    )
     assert tokens_of(engine.generate(ps, GREEDY)) == expected
     assert engine.stats().spec_proposed_tokens_total > 0
 
@@ -64,10 +74,16 @@ def test_the_target_as_its_own_draft_is_always_accepted(tiny_llama, make_engine,
         draft_model_path=tiny_llama,
         num_speculative_tokens=5,
         spec_max_batch=64,
+        spec_max_tokens=4096,
     )
     # Tiny pool: proposals that do not fit are dropped, sequences are preempted and resumed.
     small = make_engine(
-        tiny_llama, speculative="draft", draft_model_path=tiny_llama, num_kv_blocks=6, spec_max_batch=64
+        tiny_llama,
+        speculative="draft",
+        draft_model_path=tiny_llama,
+        num_kv_blocks=6,
+        spec_max_batch=64,
+        spec_max_tokens=4096,
     )
     for eng in (engine, small):
         assert tokens_of(eng.generate(ps[:12], GREEDY)) == expected[:12]
@@ -106,7 +122,9 @@ def test_speculation_is_off_above_spec_max_batch_and_per_request(tiny_llama, mak
 def test_blocks_committed_while_speculating_hold_only_verified_tokens(tiny_llama, make_engine, plain_outputs):
     """Prompts extended by earlier outputs hit blocks the speculating requests registered."""
     ps, expected = plain_outputs
-    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_llama, spec_max_batch=64)
+    engine = make_engine(
+        tiny_llama, speculative="draft", draft_model_path=tiny_llama, spec_max_batch=64, spec_max_tokens=4096
+    )
     engine.generate(ps[:10], GREEDY)
     longer = [p + out[:20] for p, out in zip(ps[:10], expected[:10], strict=True)]
     reference = make_engine(tiny_llama, enable_prefix_caching=False)
@@ -155,8 +173,8 @@ def test_smollm2_prompt_lookup_quotes_faster_with_the_same_output(smollm2_engine
     from inference.engine import LLMEngine
 
     messages = [
-        {"role": "system", "content": f"Answer by quoting the context.\n\nContext: {RAG_CONTEXT}"},
-        {"role": "user", "content": "How are documents stored and indexed? Quote the context."},
+        {"role": "system", "content": f"Answer by quoting the context exactly.\n\nContext: {RAG_CONTEXT}"},
+        {"role": "user", "content": "Repeat the context word for word."},
     ]
     prompt = smollm2_engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     prompt = list(getattr(prompt, "input_ids", prompt))
@@ -171,5 +189,34 @@ def test_smollm2_prompt_lookup_quotes_faster_with_the_same_output(smollm2_engine
     )
     assert engine.generate([prompt], params) == expected
     stats = engine.stats()
-    assert stats.spec_accepted_tokens_total > 5, stats
+    assert stats.spec_accepted_tokens_total > 24, stats
     engine.block_manager.check_all_free()
+
+
+@pytest.mark.unit
+def test_a_speculating_step_feeds_at_most_spec_max_tokens(tiny_llama, make_engine, plain_outputs):
+    ps, expected = plain_outputs
+    engine = make_engine(
+        tiny_llama, speculative="prompt_lookup", prompt_lookup_min=1, spec_max_batch=64, spec_max_tokens=8
+    )
+    fed: list[tuple[int, int]] = []  # (running sequences, tokens they feed) of each speculating step
+    propose = engine.spec.propose
+
+    def recording(running, grammars):
+        propose(running, grammars)
+        guesses = sum(len(seq.spec_token_ids) for seq in running)
+        if guesses:
+            fed.append((len(running), len(running) + guesses))
+
+    engine.spec.propose = recording
+    lengths = [4, 8, 12, 16, 24]  # requests finish one by one, leaving each a larger share
+    outputs: dict[str, list[int]] = {str(i): [] for i in range(5)}
+    for i, n in enumerate(lengths):
+        engine.add_request(str(i), ps[i], SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
+    while engine.has_unfinished():
+        for out in engine.step():
+            outputs[out.request_id] += out.new_token_ids
+    assert [outputs[str(i)] for i in range(5)] == [expected[i][:n] for i, n in enumerate(lengths)]
+    assert fed and all(tokens <= 8 for _, tokens in fed)
+    assert all(running <= 4 for running, _ in fed)  # 8 // 5 - 1 = 0 guesses while all five run
+    assert any(tokens - running > 1 for running, tokens in fed)  # fewer sequences, longer guesses
