@@ -13,13 +13,17 @@ from benchmarks import engine as bench
 pytestmark = pytest.mark.slow
 
 
+def run_benchmark(*args: str) -> None:
+    command = typer.Typer()
+    command.command()(bench.main)
+    result = CliRunner().invoke(command, list(args))
+    assert result.exit_code == 0, result.output
+
+
 def test_quick_benchmark_writes_all_figures(tmp_path, monkeypatch):
     out = tmp_path / "engine.quick.json"
     monkeypatch.setattr(bench, "QUICK_RESULTS", out)
-    command = typer.Typer()
-    command.command()(bench.main)
-    result = CliRunner().invoke(command, ["--quick"])
-    assert result.exit_code == 0, result.output
+    run_benchmark(*["--quick"])
     figures = json.loads(out.read_text())
     assert set(figures["runs"]) == {"hf_sequential", "hf_static_b8", "engine"}
     for run in figures["runs"].values():
@@ -33,10 +37,7 @@ def test_quick_benchmark_writes_all_figures(tmp_path, monkeypatch):
 
 def test_quick_features_benchmark_writes_all_figures(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.engine_features, "RESULTS", tmp_path / "engine_features.json")
-    command = typer.Typer()
-    command.command()(bench.main)
-    result = CliRunner().invoke(command, ["--features", "--quick"])
-    assert result.exit_code == 0, result.output
+    run_benchmark(*["--features", "--quick"])
     figures = json.loads((tmp_path / "engine_features.quick.json").read_text())
     prefix = figures["prefix_cache_0pct_hit"]
     assert prefix["hit_rate"] == 0  # the prompts really share nothing
@@ -48,10 +49,7 @@ def test_quick_features_benchmark_writes_all_figures(tmp_path, monkeypatch):
 
 def test_quick_spec_benchmark_writes_all_figures(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.engine_spec, "RESULTS", tmp_path / "engine_spec.json")
-    command = typer.Typer()
-    command.command()(bench.main)
-    result = CliRunner().invoke(command, ["--spec", "--quick"])
-    assert result.exit_code == 0, result.output
+    run_benchmark(*["--spec", "--quick"])
     figures = json.loads((tmp_path / "engine_spec.quick.json").read_text())
     decode = figures["decode"]
     assert decode["greedy_outputs_identical"] is True
