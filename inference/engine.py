@@ -45,9 +45,13 @@ class LLMEngine:
         self.model, self.tokenizer = load_model(
             config.model_path, config.cache_dir, config.device, config.dtype
         )
-        packed = config.cpu_packed_rows > 1 and self.model.pack_weights(config.cpu_packed_rows)
-        if packed:
-            log.info("weights packed for matmuls of up to %d rows (MKL)", config.cpu_packed_rows)
+        packed_bytes = self.model.pack_weights(config.cpu_packed_rows) if config.cpu_packed_rows > 1 else 0
+        if packed_bytes:
+            log.info(
+                "weights packed for matmuls of up to %d rows (MKL), %.2f GiB more memory",
+                config.cpu_packed_rows,
+                packed_bytes / 2**30,
+            )
         model_cfg = self.model.config
         eos = set(model_cfg.eos_token_ids)
         if self.tokenizer.eos_token_id is not None:
@@ -78,7 +82,7 @@ class LLMEngine:
                 proposer,
                 config.num_speculative_tokens,
                 config.spec_max_batch,
-                config.spec_max_tokens or (config.cpu_packed_rows if packed else None),
+                config.spec_max_tokens or (config.cpu_packed_rows if packed_bytes else None),
             )
             if proposer is not None
             else None

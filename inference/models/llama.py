@@ -103,16 +103,17 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return linear(hidden, self.head_weight, packed=self.packed_head).float()
 
-    def pack_weights(self, rows: int) -> bool:
-        """Pack every projection for `rows`-row matmuls (see linear.py); False where it cannot (not fp32
-        on CPU with MKL), leaving the model as it was."""
+    def pack_weights(self, rows: int) -> int:
+        """Pack every projection for `rows`-row matmuls (see linear.py); the bytes the packed copies
+        take, 0 where it cannot pack (not fp32 on CPU with MKL), leaving the model as it was."""
         if not can_pack(self.head_weight):
-            return False
+            return 0
         names = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
         for layer in self.layers:
             layer.packed = {name: pack(getattr(layer, name).weight, rows) for name in names}
         self.packed_head = pack(self.head_weight, rows)
-        return True
+        packed = [self.packed_head, *(p for layer in self.layers for p in layer.packed.values())]
+        return sum(p.packed.numel() * p.packed.element_size() for p in packed)
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
