@@ -1,11 +1,13 @@
 """Speculative decoding and prefix caching in our engine (`python -m benchmarks.engine --spec`).
 
-- Decode speed with prompt lookup vs without on RAG-style prompts whose answers quote the context:
+- Decode speed with prompt lookup vs without on RAG-style prompts whose answers quote the context
+  (and, at batch 1, on RAG prompts whose answers quote almost nothing, where it cannot help):
   each section of the demo corpus (cli/demo/, what `groundwork up` ingests) as the context, and an
   instruction to quote it. Greedy, so both write the same tokens. The share of answer tokens that
   continue a 3-gram of the prompt (`copy_rate`) tells how much of the answers is quoted. One request
-  at a time (decode speed = tokens after the first / time after the first), and all at once (where
-  `spec_max_batch` switches speculation off until few requests are left). Both modes run on one
+  at a time (decode speed = tokens after the first / time after the first), all at once (where
+  `spec_max_batch` switches speculation off until few requests are left), and 4 at once (all of
+  them speculating, with 1 guess each while all 4 run: `spec_max_tokens`). Both modes run on one
   engine, request by request alternating (speculation is a per-request setting), so that load from
   other processes on a shared machine weighs on both alike.
 - TTFT of a request whose 1k-token prefix (system prompt + context) is in the prefix cache vs one
@@ -30,6 +32,7 @@ from inference.engine import LLMEngine
 from inference.protocol import SamplingParams
 
 RESULTS = Path(__file__).parent / "results" / "engine_spec.json"
+SMALL_BATCH = 4  # spec_max_batch: the most requests that speculate together
 DEMO_DOCS = Path(__file__).parents[1] / "cli" / "demo"
 QUOTING_SYSTEM = "Answer by quoting the context exactly."
 QUOTING_QUESTIONS = ["Quote the part of the context about {topic}.", "Repeat the context word for word."]
@@ -62,19 +65,37 @@ def demo_sections() -> list[tuple[str, str]]:
     return sections
 
 
+def _chat(tokenizer, system: str, question: str) -> list[int]:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(rendered, add_special_tokens=False)
+
+
 def quoting_prompts(tokenizer, n: int) -> list[list[int]]:
     """`n` chat prompts: a demo section as the context, and a request to quote it (questions alternate)."""
     sections = demo_sections()
+    return [
+        _chat(
+            tokenizer,
+            f"{QUOTING_SYSTEM}\n\nContext: {sections[i % len(sections)][1]}",
+            QUOTING_QUESTIONS[i % len(QUOTING_QUESTIONS)].format(
+                topic=sections[i % len(sections)][0].lower()
+            ),
+        )
+        for i in range(n)
+    ]
+
+
+def free_form_prompts(tokenizer, n: int) -> list[list[int]]:
+    """`n` chat prompts: three numbered demo sections as sources, and a question that asks for no quote."""
+    sections = demo_sections()
     prompts = []
     for i in range(n):
-        heading, text = sections[i % len(sections)]
-        question = QUOTING_QUESTIONS[i % len(QUOTING_QUESTIONS)].format(topic=heading.lower())
-        messages = [
-            {"role": "system", "content": f"{QUOTING_SYSTEM}\n\nContext: {text}"},
-            {"role": "user", "content": question},
-        ]
-        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        prompts.append(tokenizer.encode(rendered, add_special_tokens=False))
+        sources = "\n".join(f"[{j + 1}] {sections[(i + j) % len(sections)][1]}" for j in range(3))
+        question = f"Explain {sections[i % len(sections)][0].lower()} in your own words."
+        prompts.append(
+            _chat(tokenizer, f"Answer from the numbered sources.\n\nSources:\n{sources}", question)
+        )
     return prompts
 
 
@@ -119,6 +140,49 @@ def timed(engine: LLMEngine, prompts: list[list[int]], params: SamplingParams | 
     }
 
 
+def batch1_runs(engine: LLMEngine, prompts: list[list[int]], params) -> dict[str, dict]:
+    """Each prompt alone, without and with speculation (which goes first alternates); per mode the
+    decode speed (tokens after the first / time after the first), output tokens/s and the outputs."""
+    runs: dict[str, list[dict]] = {"off": [], "prompt_lookup": []}
+    for i, prompt in enumerate(prompts):
+        for mode in list(runs)[:: 1 if i % 2 else -1]:
+            runs[mode].append(timed(engine, [prompt], params(mode == "prompt_lookup")))
+    return {
+        mode: {
+            "output_tokens": sum(r["output_tokens"] for r in done),
+            "decode_tokens_per_s": sum(n for r in done for n, _ in r["decode"])
+            / sum(t for r in done for _, t in r["decode"]),
+            "output_tokens_per_s": sum(r["output_tokens"] for r in done) / sum(r["wall_s"] for r in done),
+            "tpot_p50_s": statistics.median(r["tpot_p50_s"] for r in done),
+            "token_ids": [r["token_ids"][0] for r in done],
+        }
+        for mode, done in runs.items()
+    }
+
+
+def together_runs(engine: LLMEngine, prompts: list[list[int]], params, rounds: int = 2) -> dict[str, dict]:
+    """All `prompts` at once, without and with speculation, `rounds` times in the order off, on, on,
+    off: a drift in the machine's speed weighs on both alike. The process's CPU time is kept too:
+    other processes' load does not show in it."""
+    runs: dict[str, list[dict]] = {"off": [], "prompt_lookup": []}
+    for mode in ("off", "prompt_lookup", "prompt_lookup", "off") * rounds:
+        cpu = time.process_time()
+        run = timed(engine, prompts, [params(mode == "prompt_lookup") for _ in prompts])
+        runs[mode].append({**run, "cpu_s": time.process_time() - cpu})
+    return {
+        mode: {
+            "output_tokens": sum(r["output_tokens"] for r in done),
+            "wall_s": sum(r["wall_s"] for r in done),
+            "output_tokens_per_s": sum(r["output_tokens"] for r in done) / sum(r["wall_s"] for r in done),
+            "output_tokens_per_cpu_s": sum(r["output_tokens"] for r in done) / sum(r["cpu_s"] for r in done),
+            "ttft_p50_s": statistics.median(r["ttft_p50_s"] for r in done),
+            "tpot_p50_s": statistics.median(r["tpot_p50_s"] for r in done),
+            "token_ids": [t for r in done for t in r["token_ids"]],
+        }
+        for mode, done in runs.items()
+    }
+
+
 def decode_runs(path: Path, cache_dir: Path | None, concurrent: int, batch1: int, new_tokens: int) -> dict:
     engine = LLMEngine(
         EngineConfig(
@@ -137,40 +201,20 @@ def decode_runs(path: Path, cache_dir: Path | None, concurrent: int, batch1: int
 
     prompts = quoting_prompts(engine.tokenizer, max(concurrent, batch1))
     timed(engine, prompts[:1], SamplingParams(max_tokens=4, cache_salt="warm-up"))
-    modes = {"off": False, "prompt_lookup": True}
-    single: dict[str, list[dict]] = {mode: [] for mode in modes}
-    for i, prompt in enumerate(prompts[:batch1]):
-        for mode in list(modes)[:: 1 if i % 2 else -1]:  # alternate which mode goes first
-            single[mode].append(timed(engine, [prompt], params(modes[mode])))
-    # All at once, twice in the order off, on, on, off: a drift in the machine's speed weighs on both
-    # alike. The process's CPU time is kept too: other processes' load does not show in it.
-    many: dict[str, list[dict]] = {mode: [] for mode in modes}
-    for mode in ("off", "prompt_lookup", "prompt_lookup", "off") * 2:
-        cpu = time.process_time()
-        run = timed(engine, prompts[:concurrent], [params(modes[mode]) for _ in range(concurrent)])
-        many[mode].append({**run, "cpu_s": time.process_time() - cpu})
+    single = batch1_runs(engine, prompts[:batch1], params)
+    many = together_runs(engine, prompts[:concurrent], params)
+    few = together_runs(engine, prompts[:SMALL_BATCH], params)
     results: dict = {}
     outputs: dict[str, list[list[int]]] = {}
-    for mode in modes:
-        runs = single[mode]
-        decode_tokens = sum(n for run in runs for n, _ in run["decode"])
-        decode_s = sum(s for run in runs for _, s in run["decode"])
-        results[f"{mode}_batch1"] = {
-            "output_tokens": sum(run["output_tokens"] for run in runs),
-            "decode_tokens_per_s": decode_tokens / decode_s,
-            "output_tokens_per_s": sum(r["output_tokens"] for r in runs) / sum(r["wall_s"] for r in runs),
-            "tpot_p50_s": statistics.median(r["tpot_p50_s"] for r in runs),
-        }
-        both = many[mode]
-        results[f"{mode}_concurrent{concurrent}"] = {
-            "output_tokens": sum(r["output_tokens"] for r in both),
-            "wall_s": sum(r["wall_s"] for r in both),
-            "output_tokens_per_s": sum(r["output_tokens"] for r in both) / sum(r["wall_s"] for r in both),
-            "output_tokens_per_cpu_s": sum(r["output_tokens"] for r in both) / sum(r["cpu_s"] for r in both),
-            "ttft_p50_s": statistics.median(r["ttft_p50_s"] for r in both),
-            "tpot_p50_s": statistics.median(r["tpot_p50_s"] for r in both),
-        }
-        outputs[mode] = [r["token_ids"][0] for r in runs] + [t for r in both for t in r["token_ids"]]
+    for mode in ("off", "prompt_lookup"):
+        results[f"{mode}_batch1"] = single[mode]
+        results[f"{mode}_concurrent{concurrent}"] = many[mode]
+        results[f"{mode}_concurrent{SMALL_BATCH}"] = few[mode]
+        outputs[mode] = [
+            *single[mode].pop("token_ids"),
+            *many[mode].pop("token_ids"),
+            *few[mode].pop("token_ids"),
+        ]
     stats = engine.stats()
     results["prompt_lookup_spec"] = {
         "proposed": stats.spec_proposed_tokens_total,
@@ -183,14 +227,22 @@ def decode_runs(path: Path, cache_dir: Path | None, concurrent: int, batch1: int
     results["greedy_outputs_identical"] = outputs["off"] == outputs["prompt_lookup"]
     on, off = results["prompt_lookup_batch1"], results["off_batch1"]
     results["batch1_decode_speedup"] = round(on["decode_tokens_per_s"] / off["decode_tokens_per_s"], 3)
-    many_on, many_off = (
-        results[f"prompt_lookup_concurrent{concurrent}"],
-        results[f"off_concurrent{concurrent}"],
-    )
-    results["concurrent_speedup"] = round(many_on["output_tokens_per_s"] / many_off["output_tokens_per_s"], 3)
-    results["concurrent_cpu_speedup"] = round(
-        many_on["output_tokens_per_cpu_s"] / many_off["output_tokens_per_cpu_s"], 3
-    )
+    # Answers that quote (almost) nothing: what speculation costs where it cannot help.
+    free_prompts = free_form_prompts(engine.tokenizer, batch1)
+    free = batch1_runs(engine, free_prompts, params)
+    results["free_form_batch1"] = {
+        "copy_rate": round(copy_rate(free_prompts, free["off"].pop("token_ids")), 3),
+        "decode_speedup": round(
+            free["prompt_lookup"]["decode_tokens_per_s"] / free["off"]["decode_tokens_per_s"], 3
+        ),
+        **{mode: {k: v for k, v in run.items() if k != "token_ids"} for mode, run in free.items()},
+    }
+    for label, size in (("concurrent", concurrent), ("small_batch", SMALL_BATCH)):
+        on, off = results[f"prompt_lookup_concurrent{size}"], results[f"off_concurrent{size}"]
+        results[f"{label}_speedup"] = round(on["output_tokens_per_s"] / off["output_tokens_per_s"], 3)
+        results[f"{label}_cpu_speedup"] = round(
+            on["output_tokens_per_cpu_s"] / off["output_tokens_per_cpu_s"], 3
+        )
     return results
 
 
@@ -223,7 +275,7 @@ def ttft_runs(path: Path, cache_dir: Path | None, repeats: int) -> dict:
 
 def run(path: Path, cache_dir: Path | None, quick: bool, out: Path) -> dict:
     console = Console()
-    concurrent, batch1, new_tokens, repeats = (4, 2, 32, 1) if quick else (32, 12, 64, 3)
+    concurrent, batch1, new_tokens, repeats = (6, 2, 32, 1) if quick else (32, 12, 64, 3)
     result = {
         "workload": {"concurrent": concurrent, "batch1_requests": batch1, "new_tokens": new_tokens},
         "decode": decode_runs(path, cache_dir, concurrent, batch1, new_tokens),
@@ -243,7 +295,12 @@ def run(path: Path, cache_dir: Path | None, quick: bool, out: Path) -> dict:
     console.print(
         f"batch 1 decode: x{decode['batch1_decode_speedup']} (target >= 1.8); {concurrent} concurrent: "
         f"x{decode['concurrent_speedup']} (target >= 1; per CPU second x{decode['concurrent_cpu_speedup']}); "
+        f"{SMALL_BATCH} concurrent: x{decode['small_batch_speedup']}; "
         f"answers' copy rate {decode['copy_rate']}"
+    )
+    free = decode["free_form_batch1"]
+    console.print(
+        f"batch 1 decode on free-form answers (copy rate {free['copy_rate']}): x{free['decode_speedup']}"
     )
     console.print(f"prompt lookup: {decode['prompt_lookup_spec']}")
     console.print(f"greedy outputs identical: {decode['greedy_outputs_identical']}")

@@ -42,6 +42,8 @@ class Sequence:
     # `token_ids`, set before scheduling and cleared by verification within the same step; they are
     # never part of `token_ids`, so they are never hashed into the prefix cache.
     spec_k: int = 0  # current proposal length (adapted to the acceptance), 0 = off
+    spec_misses: int = 0  # verifying passes in a row that kept no guess
+    spec_pause: int = 0  # decode steps left without proposals (back-off after misses)
     spec_token_ids: list[int] = field(default_factory=list)
     draft_probs: torch.Tensor | None = None  # [len(spec_token_ids), vocab] draft distributions, or None
     # for point-mass proposals (prompt lookup, greedy drafts)

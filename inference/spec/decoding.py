@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_PAUSE = 8  # most decode steps a request goes without proposals after verifying passes kept nothing
+
 
 class SpeculativeDecoder:
     def __init__(
@@ -55,6 +57,9 @@ class SpeculativeDecoder:
             room = min(seq.max_len - seq.num_tokens, seq.params.max_tokens - seq.num_output_tokens)
             k = min(seq.spec_k, room - 1, seq.spec_k if share is None else share)
             if not active or k <= 0 or seq.num_computed_tokens != seq.num_tokens - 1:
+                continue
+            if seq.spec_pause:
+                seq.spec_pause -= 1
                 continue
             try:
                 guesses = self.proposer.propose(seq, k)[:k]
@@ -104,6 +109,10 @@ class SpeculativeDecoder:
                 seq.spec_k = min(2 * seq.spec_k, self.max_k(seq))
             elif 2 * accepted < len(guesses):
                 seq.spec_k = max(1, seq.spec_k // 2)
+            # A pass that keeps nothing cost more than a decode for one token: after 1, 2, 3... such
+            # passes in a row, skip the next 1, 2, 4... (at most MAX_PAUSE) steps' proposals.
+            seq.spec_misses = seq.spec_misses + 1 if accepted == 0 else 0
+            seq.spec_pause = min(2 ** (seq.spec_misses - 1), MAX_PAUSE) if seq.spec_misses else 0
         self.num_drafts += 1
         self.num_proposed += len(guesses)
         self.num_accepted += accepted

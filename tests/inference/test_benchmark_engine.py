@@ -54,6 +54,6 @@ def test_quick_spec_benchmark_writes_all_figures(tmp_path, monkeypatch):
     decode = figures["decode"]
     assert decode["greedy_outputs_identical"] is True
     assert decode["prompt_lookup_spec"]["accepted"] > 0
-    assert 0 < decode["copy_rate"] <= 1  # the answers quote their context
+    assert decode["free_form_batch1"]["copy_rate"] < decode["copy_rate"] <= 1  # the answers quote
     assert decode["batch1_decode_speedup"] > 0 and decode["concurrent_speedup"] > 0
     assert figures["prefix_cache"]["speedup"] > 1

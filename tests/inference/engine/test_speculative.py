@@ -50,9 +50,9 @@ def test_prompt_lookup_greedy_equals_plain_decoding(tiny_llama, make_engine, pla
         max_num_seqs=16,
     )
     assert tokens_of(engine.generate(ps, GREEDY)) == expected
-    stats = engine.stats()
-    assert stats.spec_proposed_tokens_total > 0 and stats.spec_accepted_tokens_total > 0
-    assert stats.spec_mean_accepted_length > 1
+    # Random weights seldom continue the repeated phrase: guesses are verified, few or none kept (the
+    # SmolLM2 test below and the draft tests cover accepted guesses).
+    assert engine.stats().spec_proposed_tokens_total > 0
 
 
 @pytest.mark.unit
@@ -220,3 +220,39 @@ def test_a_speculating_step_feeds_at_most_spec_max_tokens(tiny_llama, make_engin
     assert fed and all(tokens <= 8 for _, tokens in fed)
     assert all(running <= 4 for running, _ in fed)  # 8 // 5 - 1 = 0 guesses while all five run
     assert any(tokens - running > 1 for running, tokens in fed)  # fewer sequences, longer guesses
+
+
+@pytest.mark.unit
+def test_requests_back_off_after_passes_that_keep_no_guess(tiny_llama, make_engine, plain_outputs):
+    ps, expected = plain_outputs
+    engine = make_engine(tiny_llama, speculative="prompt_lookup", prompt_lookup_min=1)
+    guessed: list[bool] = []  # per decode step of the one request: did it verify guesses?
+    misses: list[int] = []  # indexes into `guessed` of passes that kept nothing
+    propose, verify = engine.spec.propose, engine.spec.verify
+
+    def recording_propose(running, grammars):
+        propose(running, grammars)
+        guessed.append(bool(running and running[0].spec_token_ids))
+
+    def recording_verify(seq, logits, grammars, append):
+        tokens, logprobs = verify(seq, logits, grammars, append)
+        if len(tokens) == 1:
+            misses.append(len(guessed) - 1)
+        return tokens, logprobs
+
+    engine.spec.propose, engine.spec.verify = recording_propose, recording_verify
+    long = SamplingParams(max_tokens=48, temperature=0.0, ignore_eos=True)
+    tokens, _, _ = engine.generate([ps[0] * 3], long)[0]
+    assert misses, "the random model should reject some guesses"
+    # After a miss the next step proposes nothing; after two in a row, the next two steps.
+    for i in misses:
+        if i + 1 < len(guessed):
+            assert not guessed[i + 1]
+    in_a_row = [
+        second
+        for first, second in zip(misses, misses[1:], strict=False)
+        if not any(guessed[first + 1 : second])
+    ]
+    assert in_a_row, "the random model should reject guesses twice in a row"
+    for second in in_a_row:
+        assert not any(guessed[second + 1 : second + 3])
