@@ -29,8 +29,11 @@ from inference.grammar import parse_structured_output
 from inference.protocol import SamplingParams
 
 RESULTS = Path(__file__).parent / "results" / "engine_features.json"
-TARGETS = {"prefix_cache_0pct_throughput_loss": 0.02, "prefix_cache_0pct_tpot_overhead": 0.02,
-           "json_schema_tpot_overhead": 0.05}
+TARGETS = {
+    "prefix_cache_0pct_throughput_loss": 0.02,
+    "prefix_cache_0pct_tpot_overhead": 0.02,
+    "json_schema_tpot_overhead": 0.05,
+}
 PERSON_SCHEMA = {
     "type": "object",
     "properties": {
@@ -94,17 +97,26 @@ def json_schema_overhead(
 ) -> dict:
     engine = _engine(path, cache_dir)
     tok = engine.tokenizer
-    questions = ["Describe a fictional person as JSON.", "Invent a character for a novel, as JSON.",
-                 "Give me a made-up user profile in JSON.", "Describe your best friend as a JSON object."]
+    questions = [
+        "Describe a fictional person as JSON.",
+        "Invent a character for a novel, as JSON.",
+        "Give me a made-up user profile in JSON.",
+        "Describe your best friend as a JSON object.",
+    ]
 
     def chat(i: int) -> list[int]:
         messages = [{"role": "user", "content": questions[i % len(questions)]}]
         rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return tok.encode(rendered, add_special_tokens=False)
 
-    schema = parse_structured_output({"response_format": {
-        "type": "json_schema", "json_schema": {"name": "person", "schema": PERSON_SCHEMA},
-    }})
+    schema = parse_structured_output(
+        {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "person", "schema": PERSON_SCHEMA},
+            }
+        }
+    )
     constrained = SamplingParams(max_tokens=new_tokens, temperature=0.0, structured_output=schema)
     timed(engine, [chat(0)], SamplingParams(max_tokens=2, structured_output=schema))  # compiles, warms up
     result: dict[str, dict] = {}
@@ -130,8 +142,13 @@ def json_schema_overhead(
 def run(path: Path, cache_dir: Path | None, quick: bool, out: Path) -> dict:
     requests, new_tokens, repeats, concurrent = (4, 8, 1, 2) if quick else (16, 32, 5, 8)
     result = {
-        "workload": {"requests": requests, "new_tokens": new_tokens, "repeats": repeats,
-                     "grammar_concurrent": concurrent, "torch_threads": torch.get_num_threads()},
+        "workload": {
+            "requests": requests,
+            "new_tokens": new_tokens,
+            "repeats": repeats,
+            "grammar_concurrent": concurrent,
+            "torch_threads": torch.get_num_threads(),
+        },
         "prefix_cache_0pct_hit": prefix_cache_overhead(path, cache_dir, requests, new_tokens, repeats),
         "json_schema": json_schema_overhead(path, cache_dir, concurrent, 2 * new_tokens, repeats),
         "targets": TARGETS,

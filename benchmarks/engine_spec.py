@@ -21,6 +21,7 @@ import json
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,6 +33,7 @@ from inference.engine import LLMEngine
 from inference.protocol import SamplingParams
 
 RESULTS = Path(__file__).parent / "results" / "engine_spec.json"
+ModeParams = Callable[[bool], SamplingParams]  # a request's parameters, with speculation or without
 SMALL_BATCH = 4  # spec_max_batch: the most requests that speculate together
 DEMO_DOCS = Path(__file__).parents[1] / "cli" / "demo"
 QUOTING_SYSTEM = "Answer by quoting the context exactly."
@@ -140,7 +142,7 @@ def timed(engine: LLMEngine, prompts: list[list[int]], params: SamplingParams | 
     }
 
 
-def batch1_runs(engine: LLMEngine, prompts: list[list[int]], params) -> dict[str, dict]:
+def batch1_runs(engine: LLMEngine, prompts: list[list[int]], params: ModeParams) -> dict[str, dict]:
     """Each prompt alone, without and with speculation (which goes first alternates); per mode the
     decode speed (tokens after the first / time after the first), output tokens/s and the outputs."""
     runs: dict[str, list[dict]] = {"off": [], "prompt_lookup": []}
@@ -160,7 +162,9 @@ def batch1_runs(engine: LLMEngine, prompts: list[list[int]], params) -> dict[str
     }
 
 
-def together_runs(engine: LLMEngine, prompts: list[list[int]], params, rounds: int = 2) -> dict[str, dict]:
+def together_runs(
+    engine: LLMEngine, prompts: list[list[int]], params: ModeParams, rounds: int = 2
+) -> dict[str, dict]:
     """All `prompts` at once, without and with speculation, `rounds` times in the order off, on, on,
     off: a drift in the machine's speed weighs on both alike. The process's CPU time is kept too:
     other processes' load does not show in it."""

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class EngineSettings(BaseModel):
@@ -60,3 +60,12 @@ class EngineSettings(BaseModel):
     llm_base_url: str | None = Field(
         default=None, description="OpenAI-compatible server to use instead of the in-process engine."
     )
+
+    @model_validator(mode="after")
+    def _prompt_lookup_range(self) -> "EngineSettings":
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(
+                f"prompt_lookup_min ({self.prompt_lookup_min}) is above prompt_lookup_max "
+                f"({self.prompt_lookup_max})"
+            )
+        return self

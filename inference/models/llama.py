@@ -112,8 +112,13 @@ class LlamaForCausalLM(nn.Module):
         for layer in self.layers:
             layer.packed = {name: pack(getattr(layer, name).weight, rows) for name in names}
         self.packed_head = pack(self.head_weight, rows)
-        packed = [self.packed_head, *(p for layer in self.layers for p in layer.packed.values())]
-        return sum(p.packed.numel() * p.packed.element_size() for p in packed)
+        # NOTE: a packed buffer takes what its weight takes (measured in RSS); its opaque tensor's
+        # numel/element_size do not tell its size.
+        weights = [
+            self.head_weight,
+            *(getattr(layer, name).weight for layer in self.layers for name in names),
+        ]
+        return sum(w.numel() * w.element_size() for w in weights)
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:

@@ -105,3 +105,9 @@ def test_model_config_reads_old_and_new_rope_keys():
         ModelConfig.from_hf_dict({**base, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
     with pytest.raises(ValueError, match="model_type"):
         ModelConfig.from_hf_dict({**base, "model_type": "gpt2"})
+
+
+@pytest.mark.unit
+def test_settings_reject_a_prompt_lookup_range_that_is_empty():
+    with pytest.raises(ValueError, match="prompt_lookup_min \\(4\\) is above prompt_lookup_max \\(3\\)"):
+        EngineSettings(prompt_lookup_min=4, prompt_lookup_max=3)

@@ -34,10 +34,11 @@ def test_only_fp32_cpu_weights_are_packed(tiny_llama, make_engine):
     bf16 = make_engine(tiny_llama, dtype=torch.bfloat16)
     assert bf16.model.packed_head is None  # MKL packs fp32 only: left as it was
     assert bf16.model.pack_weights(8) == 0
-    weight_bytes = sum(
-        p.numel() * 4 for name, p in plain.model.named_parameters() if name.endswith("proj.weight")
-    )
-    assert plain.model.pack_weights(8) > weight_bytes  # a second copy, the head included
+    model = plain.model
+    projections = [p for name, p in model.named_parameters() if name.endswith("proj.weight")]
+    copied = sum(p.numel() * 4 for p in [*projections, model.head_weight])
+    assert model.pack_weights(8) == copied  # a second copy of every projection and the head
+    assert model.packed_head is not None
 
 
 def test_greedy_outputs_are_the_same_with_and_without_packing(tiny_llama, make_engine):

@@ -10,6 +10,9 @@ from inference.grammar import parse_structured_output
 from inference.protocol import SamplingParams
 
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+# Speculation in steps of any size (the defaults switch it off above 4 running sequences, and on CPU
+# above 8 tokens per step), so that these tests verify many sequences' guesses at once.
+ANY_BATCH = {"spec_max_batch": 64, "spec_max_tokens": 4096}
 
 
 def repetitive_prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -58,9 +61,7 @@ def test_prompt_lookup_greedy_equals_plain_decoding(tiny_llama, make_engine, pla
 @pytest.mark.unit
 def test_draft_model_greedy_equals_plain_decoding(tiny_llama, tiny_qwen2, make_engine, plain_outputs):
     ps, expected = plain_outputs
-    engine = make_engine(
-        tiny_llama, speculative="draft", draft_model_path=tiny_qwen2, spec_max_batch=64, spec_max_tokens=4096
-    )
+    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_qwen2, **ANY_BATCH)
     assert tokens_of(engine.generate(ps, GREEDY)) == expected
     assert engine.stats().spec_proposed_tokens_total > 0
 
@@ -73,8 +74,7 @@ def test_the_target_as_its_own_draft_is_always_accepted(tiny_llama, make_engine,
         speculative="draft",
         draft_model_path=tiny_llama,
         num_speculative_tokens=5,
-        spec_max_batch=64,
-        spec_max_tokens=4096,
+        **ANY_BATCH,
     )
     # Tiny pool: proposals that do not fit are dropped, sequences are preempted and resumed.
     small = make_engine(
@@ -82,8 +82,7 @@ def test_the_target_as_its_own_draft_is_always_accepted(tiny_llama, make_engine,
         speculative="draft",
         draft_model_path=tiny_llama,
         num_kv_blocks=6,
-        spec_max_batch=64,
-        spec_max_tokens=4096,
+        **ANY_BATCH,
     )
     for eng in (engine, small):
         assert tokens_of(eng.generate(ps[:12], GREEDY)) == expected[:12]
@@ -122,9 +121,7 @@ def test_speculation_is_off_above_spec_max_batch_and_per_request(tiny_llama, mak
 def test_blocks_committed_while_speculating_hold_only_verified_tokens(tiny_llama, make_engine, plain_outputs):
     """Prompts extended by earlier outputs hit blocks the speculating requests registered."""
     ps, expected = plain_outputs
-    engine = make_engine(
-        tiny_llama, speculative="draft", draft_model_path=tiny_llama, spec_max_batch=64, spec_max_tokens=4096
-    )
+    engine = make_engine(tiny_llama, speculative="draft", draft_model_path=tiny_llama, **ANY_BATCH)
     engine.generate(ps[:10], GREEDY)
     longer = [p + out[:20] for p, out in zip(ps[:10], expected[:10], strict=True)]
     reference = make_engine(tiny_llama, enable_prefix_caching=False)
