@@ -1,22 +1,31 @@
 """Paged attention: write this step's K/V into the block pool, then attend over each sequence's blocks.
 
-One interface (`paged_attention`) with a portable path in plain torch that runs on any device. A fused
-CUDA kernel (e.g. flash-attn's `flash_attn_with_kvcache`) can replace the body of `paged_attention`
-for `q.device.type == "cuda"` without touching callers: it takes the same metadata.
-
 Layout of one layer's cache: `[2, num_kv_heads, num_blocks, block_size, head_dim]` (K then V). Heads
 outermost so a gather of whole blocks (`index_select`, much faster than advanced indexing on CPU)
 yields per-head `[tokens, head_dim]` matrices that attention's matmuls read without another copy.
-The batch is ordered decodes first (one query token each, attended in one batched call), then
-prefill chunks (several query tokens, attended one sequence at a time).
+
+A step's tokens come in two groups (the scheduler orders sequences by chunk length):
+- **paged** (`PagedBatch`): decodes and short chunks (speculative verification: the last token plus
+  its guesses), all attended in one call. Backend `triton` (CUDA) reads keys and values in place
+  from the pool (`attention_triton.py`; shapes depend only on the token count, so decode steps are
+  captured in CUDA graphs); backend `torch` (CPU, or CUDA without Triton) gathers the blocks of all
+  these sequences once and runs one batched SDPA.
+- **prefill chunks** (`PrefillChunk`): longer chunks, one SDPA call each (compute-bound); a first
+  chunk attends its own K/V with `is_causal`, a later one gathers its cached prefix.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
+
+PAGED_MAX_QUERIES = 16  # chunks of up to this many tokens take the paged path
+BACKENDS = ("auto", "triton", "torch")
 
 
 @dataclass
@@ -31,13 +40,49 @@ class PrefillChunk:
 
 
 @dataclass
+class PagedBatch:
+    """The first `num_tokens` query tokens of the step, of sequences `0..S-1` in order, each attending
+    the first `context_lens[t]` keys of its sequence (its position + 1; 0 for graph padding)."""
+
+    num_tokens: int
+    block_tables: torch.Tensor  # [S, max_blocks] int32
+    token_seq: torch.Tensor  # [P] row of block_tables of each token
+    context_lens: torch.Tensor  # [P]
+    # Only the torch backend reads these (host-side shapes):
+    max_context: int = 0  # longest context: keys to gather
+    uniform: bool = False  # one query per sequence and every context equal: no mask needed
+    queries: torch.Tensor | None = None  # [S, max queries] token of each query slot; None: one each
+    out_index: torch.Tensor | None = None  # [P] slot of each token in the flattened [S * max queries]
+
+
+@dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [num_tokens] flat slot (block * block_size + offset) per token
-    num_decodes: int  # the first `num_decodes` tokens are single-token queries of distinct sequences
-    decode_block_tables: torch.Tensor | None  # [num_decodes, max_blocks]
-    decode_mask: torch.Tensor | None  # [num_decodes, 1, 1, max_blocks * block_size]; None: no padding
-    decode_context_len: int  # keys to keep in the decode gather (the max context of the decodes)
+    paged: PagedBatch | None = None
     prefills: list[PrefillChunk] = field(default_factory=list)
+    backend: str = "torch"
+
+
+def select_backend(requested: str, device: torch.device, head_dim: int) -> str:
+    """`triton` where it can run (CUDA, Triton importable, power-of-two head_dim), else `torch`."""
+    if requested not in BACKENDS:
+        raise ValueError(f"attention backend must be one of {BACKENDS}, got {requested!r}")
+    if requested == "torch" or device.type != "cuda":
+        if requested == "triton":
+            raise ValueError("the triton attention backend needs a CUDA device")
+        return "torch"
+    try:
+        import inference.attention_triton  # noqa: F401
+    except ImportError as e:
+        if requested == "triton":
+            raise ValueError(f"the triton attention backend is unavailable: {e}") from e
+        log.warning("Triton is not installed: paged attention falls back to torch (gather + SDPA)")
+        return "torch"
+    if head_dim & (head_dim - 1):
+        if requested == "triton":
+            raise ValueError(f"the triton attention backend needs a power-of-two head_dim, not {head_dim}")
+        return "torch"
+    return "triton"
 
 
 def build_chunk_mask(pos0: int, num_queries: int, device: torch.device) -> torch.Tensor:
@@ -57,6 +102,7 @@ def _gather(cache: torch.Tensor, block_ids: torch.Tensor, length: int) -> tuple[
     """K and V of the first `length` tokens in `block_ids` (`[blocks]` or `[seqs, blocks]`), as
     `[kv_heads, length, head_dim]` or `[seqs, kv_heads, length, head_dim]`."""
     _, kv_heads, _, block_size, head_dim = cache.shape
+    block_ids = block_ids[..., : -(-length // block_size)]
     lead = block_ids.shape[:-1]
     kv = cache.index_select(2, block_ids.flatten())
     kv = kv.view(2, kv_heads, *lead, block_ids.shape[-1] * block_size, head_dim)[..., :length, :]
@@ -65,24 +111,49 @@ def _gather(cache: torch.Tensor, block_ids: torch.Tensor, length: int) -> tuple[
     return kv[0], kv[1]
 
 
+def _paged_torch(q: torch.Tensor, cache: torch.Tensor, p: PagedBatch) -> torch.Tensor:
+    """The paged group with one batched SDPA over the gathered blocks of its sequences."""
+    keys, values = _gather(cache, p.block_tables, p.max_context)  # [S, kv_heads, L, head_dim]
+    seqs, kv_heads, length, head_dim = keys.shape
+    heads = q.shape[1]
+    group = heads // kv_heads
+    if p.queries is None:  # decodes: one query each
+        qs, context = q.reshape(seqs, 1, heads, head_dim), p.context_lens[:, None]
+    else:
+        qs, context = q[p.queries], p.context_lens[p.queries]
+    n_q = qs.shape[1]
+    # NOTE: the query heads sharing a KV head become that head's "query rows" (HF's repeat_kv maps
+    # head h to KV head h // group), so GQA needs no repeated K/V; every row of a token shares its mask.
+    grouped = qs.reshape(seqs, n_q, kv_heads, group, head_dim).transpose(1, 2)
+    grouped = grouped.reshape(seqs, kv_heads, n_q * group, head_dim)
+    mask = None
+    if not p.uniform:
+        visible = torch.arange(length, device=q.device)[None, None, :] < context[:, :, None]
+        mask = visible.repeat_interleave(group, dim=1)[:, None]  # [S, 1, n_q * group, L]
+    out = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=mask)
+    out = out.reshape(seqs, kv_heads, n_q, group, head_dim).transpose(1, 2).reshape(-1, heads, head_dim)
+    return out if p.out_index is None else out[p.out_index]
+
+
+def _attend_paged(q: torch.Tensor, cache: torch.Tensor, p: PagedBatch, backend: str) -> torch.Tensor:
+    if backend == "triton":
+        from inference.attention_triton import paged_attention_triton
+
+        return paged_attention_triton(q, cache, p.block_tables, p.token_seq, p.context_lens)
+    return _paged_torch(q, cache, p)
+
+
 def paged_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata
 ) -> torch.Tensor:
     """q: [tokens, heads, head_dim]; k, v: [tokens, kv_heads, head_dim]; returns [tokens, heads, head_dim]."""
     write_kv(cache, k, v, meta.slot_mapping)
-    d = meta.num_decodes
-    # The common all-decode step returns SDPA's output as is; mixed steps assemble into `out`.
-    out = torch.empty_like(q) if meta.prefills else None
-    if d:
-        keys, values = _gather(cache, meta.decode_block_tables, meta.decode_context_len)
-        kv_heads, head_dim = keys.shape[1], q.shape[-1]
-        # NOTE: the query heads sharing a KV head become that head's "query rows" (HF's repeat_kv maps
-        # head h to KV head h // group), so GQA needs no repeated K/V; one mask row fits them all.
-        grouped = q[:d].view(d, kv_heads, -1, head_dim)
-        decoded = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=meta.decode_mask)
-        if out is None:
-            return decoded.view(d, -1, head_dim)
-        out[:d] = decoded.view(d, -1, head_dim)
+    p = meta.paged
+    if not meta.prefills:  # the common all-decode step returns the paged output as is
+        return _attend_paged(q, cache, p, meta.backend)
+    out = q.new_empty(q.shape)
+    if p is not None:
+        out[: p.num_tokens] = _attend_paged(q[: p.num_tokens], cache, p, meta.backend)
     for chunk in meta.prefills:
         qc = q[chunk.start : chunk.end].transpose(0, 1)
         if chunk.mask is None:  # first chunk: its own K/V are the whole context
@@ -93,7 +164,7 @@ def paged_attention(
         else:
             keys, values = _gather(cache, chunk.block_ids, chunk.pos0 + chunk.end - chunk.start)
         # NOTE: 4-d inputs: with 3-d ones and enable_gqa, CPU SDPA falls back to its math kernel, which
-        # copies K/V per query head and cost 3-4x the flash kernel for verification-sized chunks.
+        # copies K/V per query head and cost 3-4x the flash kernel for chunks with a cached prefix.
         out[chunk.start : chunk.end] = F.scaled_dot_product_attention(
             qc[None],
             keys[None],

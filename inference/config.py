@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from core.settings.engine import EngineSettings
+from inference.attention import BACKENDS
 
 SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 SUPPORTED_ROPE_TYPES = {"default", "linear", "llama3"}
@@ -121,6 +122,10 @@ class EngineConfig:
     # None: `cpu_packed_rows` where the weights are packed (more rows cost much more), else no limit.
     spec_max_tokens: int | None = None
     cpu_packed_rows: int = 8  # fp32 CPU: weights packed for 2..this many rows (models/linear.py); 0: off
+    # CUDA: decode steps replay CUDA graphs captured per batch size (cuda_graphs.py); True runs every
+    # step eagerly. Graphs are always off on CPU and under the torch attention backend.
+    enforce_eager: bool = False
+    attention_backend: str = "auto"  # auto | triton | torch (see attention.py)
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -155,6 +160,8 @@ class EngineConfig:
             raise ValueError("spec_max_tokens must be > 0")
         if self.cpu_packed_rows < 0:
             raise ValueError("cpu_packed_rows must be >= 0")
+        if self.attention_backend not in BACKENDS:
+            raise ValueError(f"attention_backend must be one of {BACKENDS}")
         if self.num_speculative_tokens <= 0 or self.spec_max_batch < 0:
             raise ValueError("num_speculative_tokens must be > 0 and spec_max_batch >= 0")
         if self.speculative == "draft":
@@ -191,6 +198,8 @@ class EngineConfig:
             spec_max_batch=settings.spec_max_batch,
             spec_max_tokens=settings.spec_max_tokens,
             cpu_packed_rows=settings.cpu_packed_rows,
+            enforce_eager=settings.enforce_eager,
+            attention_backend=settings.attention_backend,
         )
         kwargs.update(overrides)
         return cls(**kwargs)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from inference.attention import select_backend
 from inference.block_manager import BlockManager
 from inference.config import EngineConfig
 from inference.detokenizer import Detokenizer
@@ -75,7 +76,23 @@ class LLMEngine:
         self.scheduler = Scheduler(
             self.block_manager, config.max_num_seqs, config.max_num_batched_tokens, config.prefill_chunk_size
         )
-        self.runner = ModelRunner(self.model, num_blocks, config.block_size, self.max_model_len)
+        self.attention_backend = select_backend(config.attention_backend, config.device, model_cfg.head_dim)
+        graphs = (
+            config.device.type == "cuda" and not config.enforce_eager and self.attention_backend == "triton"
+        )
+        log.info(
+            "paged attention backend %s; decode %s",
+            self.attention_backend,
+            f"in CUDA graphs up to batch {config.max_num_seqs}" if graphs else "eager",
+        )
+        self.runner = ModelRunner(
+            self.model,
+            num_blocks,
+            config.block_size,
+            self.max_model_len,
+            self.attention_backend,
+            config.max_num_seqs if graphs else 0,
+        )
         proposer = build_proposer(config, self.vocab_size, self.max_model_len, num_blocks)
         self.spec = (
             SpeculativeDecoder(
@@ -218,9 +235,8 @@ class LLMEngine:
             for seq, token, logprob in zip(plain, sampled.token_ids, sampled.logprobs, strict=True):
                 self._append(seq, token)
                 outputs.append(self._output(seq, [token], None if logprob is None else [logprob]))
-        for seq, row in spec_rows:
-            rows = logits[row : row + 1 + len(seq.spec_token_ids)]
-            tokens, logprobs = self.spec.verify(seq, rows, self._grammars, self._append)
+        verified = self.spec.verify_all(spec_rows, logits, self._grammars, self._append) if spec_rows else []
+        for (seq, _), (tokens, logprobs) in zip(spec_rows, verified, strict=True):
             if seq.finish_reason is None:
                 # NOTE: only verified tokens are behind num_computed_tokens now, so only now may their
                 # full blocks enter the prefix cache.

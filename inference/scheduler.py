@@ -119,7 +119,8 @@ class Scheduler:
 
         if not scheduled:
             return None
-        scheduled.sort(key=lambda item: item[1] > 1)  # stable: single-token queries first (batched decode)
+        # Stable, shortest chunks first: decodes and verification chunks lead (attended together).
+        scheduled.sort(key=lambda item: item[1])
         return ScheduledBatch(
             seqs=[s for s, _ in scheduled],
             num_new_tokens=[n for _, n in scheduled],

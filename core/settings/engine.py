@@ -56,6 +56,14 @@ class EngineSettings(BaseModel):
         "row; doubles the weights' memory. 0 turns it off.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
+    enforce_eager: bool = Field(
+        default=False, description="CUDA: run decode steps eagerly instead of replaying CUDA graphs."
+    )
+    attention_backend: Literal["auto", "triton", "torch"] = Field(
+        default="auto",
+        description="Paged attention: triton (CUDA, reads the KV cache in place), torch (gather + SDPA; "
+        "CPU), or auto.",
+    )
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")
     llm_base_url: str | None = Field(
         default=None, description="OpenAI-compatible server to use instead of the in-process engine."

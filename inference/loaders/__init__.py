@@ -40,7 +40,9 @@ def load_model(
         # load_weights raises if any parameter is left unset.
         with torch.device("meta"):
             model = LlamaForCausalLM(cfg)
-        model = model.to_empty(device=device).to(dtype)
+        # NOTE: cast on the meta device, then allocate: the weights land on the device in their
+        # target dtype directly (no fp32 copy of the model on the GPU first).
+        model = model.to(dtype).to_empty(device=device)
         model.load_weights(iter_weights(directory))
     return model.eval(), tokenizer
 

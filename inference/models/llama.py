@@ -63,7 +63,7 @@ class DecoderLayer(nn.Module):
         q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         v = qkv[:, self.num_heads + self.num_kv_heads :]
         attn = paged_attention(q, k, v, cache, meta)
-        x = x + linear(attn.view(n, -1), self.o_proj.weight, packed=packed("o_proj"))
+        x = x + linear(attn.reshape(n, -1), self.o_proj.weight, packed=packed("o_proj"))
         h = self.post_attention_layernorm(x)
         gate, up = linear(h, self.gate_up_proj.weight, packed=packed("gate_up_proj")).chunk(2, dim=-1)
         return x + linear(F.silu(gate) * up, self.down_proj.weight, packed=packed("down_proj"))

@@ -77,15 +77,42 @@ class SpeculativeDecoder:
                 del guesses[allowed:]
             seq.spec_token_ids = guesses
 
+    def verify_all(
+        self,
+        items: list[tuple[Sequence, int]],
+        logits: torch.Tensor,
+        grammars: EngineGrammars | None,
+        append: Callable[[Sequence, int], None],
+    ) -> list[tuple[list[int], list[TokenLogprob | None]]]:
+        """`verify` each (sequence, its first logits row). The rows of plain greedy sequences (no
+        grammar, penalties or logprobs: their token is the raw argmax) are decided in one batched
+        argmax and one host sync, instead of one per position."""
+        plain = [_plain_greedy(seq) for seq, _ in items]
+        rows = [
+            row + i
+            for (seq, row), ok in zip(items, plain, strict=True)
+            if ok
+            for i in range(1 + len(seq.spec_token_ids))
+        ]
+        best = iter(logits[torch.tensor(rows, device=logits.device)].argmax(dim=-1).tolist() if rows else [])
+        results = []
+        for (seq, row), ok in zip(items, plain, strict=True):
+            n = 1 + len(seq.spec_token_ids)
+            picks = [next(best) for _ in range(n)] if ok else None
+            results.append(self.verify(seq, logits[row : row + n], grammars, append, picks))
+        return results
+
     def verify(
         self,
         seq: Sequence,
         logits: torch.Tensor,
         grammars: EngineGrammars | None,
         append: Callable[[Sequence, int], None],
+        picks: list[int] | None = None,
     ) -> tuple[list[int], list[TokenLogprob | None]]:
         """Emit (with `append`) the accepted guesses of `seq` and the target's token after them, given the
-        logits of its last token and of each guess (`[1 + k, vocab]`); returns the tokens and logprobs."""
+        logits of its last token and of each guess (`[1 + k, vocab]`), or the target's greedy `picks` at
+        each of those positions; returns the tokens and logprobs."""
         guesses, q = seq.spec_token_ids, seq.draft_probs
         seq.spec_token_ids, seq.draft_probs = [], None
         seq.num_computed_tokens += 1  # the last token; each accepted guess is computed as well
@@ -93,10 +120,13 @@ class SpeculativeDecoder:
         accepted = 0
         for i in range(len(guesses) + 1):
             guess = guesses[i] if i < len(guesses) else None
-            bitmask = grammars.bitmask([seq]) if grammars else None
-            token, ok, logprob = verify_token(
-                logits[i : i + 1], seq, bitmask, guess, None if q is None or guess is None else q[i]
-            )
+            if picks is not None:
+                token, ok, logprob = picks[i], picks[i] == guess, None
+            else:
+                bitmask = grammars.bitmask([seq]) if grammars else None
+                token, ok, logprob = verify_token(
+                    logits[i : i + 1], seq, bitmask, guess, None if q is None or guess is None else q[i]
+                )
             append(seq, token)
             tokens.append(token)
             logprobs.append(logprob)
@@ -117,3 +147,15 @@ class SpeculativeDecoder:
         self.num_proposed += len(guesses)
         self.num_accepted += accepted
         return tokens, logprobs
+
+
+def _plain_greedy(seq: Sequence) -> bool:
+    p = seq.params
+    return (
+        p.greedy
+        and p.structured_output is None
+        and p.logprobs is None
+        and p.repetition_penalty == 1
+        and not p.presence_penalty
+        and not p.frequency_penalty
+    )

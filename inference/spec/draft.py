@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from inference.attention import select_backend
 from inference.block_manager import BlockManager
 from inference.loaders import load_model
 from inference.model_runner import ModelRunner, ScheduledBatch, kv_block_bytes
@@ -37,7 +38,9 @@ class DraftModelProposer:
         bs = config.block_size
         num_blocks = min(max_blocks, max(1, config.spec_max_batch) * -(-max_model_len // bs))
         self.block_manager = BlockManager(num_blocks, bs, enable_prefix_caching=False)
-        self.runner = ModelRunner(self.model, num_blocks, bs, max_model_len)
+        # Eager: a draft step feeds one sequence a varying number of tokens.
+        backend = select_backend(config.attention_backend, config.device, self.model.config.head_dim)
+        self.runner = ModelRunner(self.model, num_blocks, bs, max_model_len, backend)
         log.info(
             "draft model %s: KV pool of %d blocks (%.2f GiB)",
             config.draft_model_path,

@@ -231,8 +231,8 @@ def test_requests_back_off_after_passes_that_keep_no_guess(tiny_llama, make_engi
         propose(running, grammars)
         guessed.append(bool(running and running[0].spec_token_ids))
 
-    def recording_verify(seq, logits, grammars, append):
-        tokens, logprobs = verify(seq, logits, grammars, append)
+    def recording_verify(seq, logits, grammars, append, picks=None):
+        tokens, logprobs = verify(seq, logits, grammars, append, picks)
         if len(tokens) == 1:
             misses.append(len(guessed) - 1)
         return tokens, logprobs
