@@ -101,8 +101,9 @@ class DecodeGraphs:
         host[2, n:bucket] = self.scratch_slot
         width = h.block_tables.shape[1]
         self.host_tables.numpy()[:n, :width] = h.block_tables
-        self.inputs[:4, :bucket].copy_(self.host_inputs[:4, :bucket], non_blocking=True)
-        self.block_tables[:n, :width].copy_(self.host_tables[:n, :width], non_blocking=True)
+        # Whole rows: contiguous pinned memory goes in one asynchronous copy each.
+        self.inputs[:4].copy_(self.host_inputs[:4], non_blocking=True)
+        self.block_tables[:n].copy_(self.host_tables[:n], non_blocking=True)
         if not self.graphs:
             return self._forward(bucket)[:n]
         self.graphs[bucket].replay()

@@ -1,0 +1,77 @@
+"""Random-weight checkpoints of real model shapes for the GPU benchmark (no model files needed).
+
+Each checkpoint is a transformers Llama with a word-level tokenizer of the same vocabulary size,
+written to a temporary directory (in memory where /dev/shm exists), so our engine loads it through
+its ordinary safetensors path and transformers runs the very same weights.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+EOS = 2
+DEVICE = "cuda"  # the CPU is only for dry runs of the script's logic
+SHAPES: dict[str, dict[str, Any]] = {
+    "smollm2-135m": dict(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        rope_theta=100000.0,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+    ),
+    "llama-1b": dict(  # Llama 3.2 1B's shape
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        rope_theta=500000.0,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 32.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        max_position_embeddings=131072,
+        tie_word_embeddings=True,
+    ),
+}
+
+
+def word_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
+    """Token i is the word `t{i}`: every id decodes, whatever the vocabulary size."""
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}", pad_token="t0")
+
+
+def make_checkpoint(
+    shape: str, root: Path | None = None, init_std: float = 0.2
+) -> tuple[Path, LlamaForCausalLM]:
+    """Write a seeded random model of `shape` (fp32) and return its directory and the HF model (on CUDA).
+
+    `init_std` 0.2 (HF's default is 0.02) makes the logits peaked, so greedy choices are far from ties
+    and the bf16 equality checks test the engine rather than rounding luck.
+    """
+    base = root or Path("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir())
+    directory = Path(tempfile.mkdtemp(prefix=f"gw-{shape}-", dir=base))
+    cfg = LlamaConfig(**SHAPES[shape], initializer_range=init_std, eos_token_id=EOS, bos_token_id=1)
+    torch.manual_seed(0)
+    with torch.device(DEVICE):
+        model = LlamaForCausalLM(cfg).eval()
+    model.save_pretrained(str(directory))
+    word_tokenizer(cfg.vocab_size).save_pretrained(str(directory))
+    return directory, model
