@@ -47,7 +47,6 @@ class DecodeGraphs:
         pin = device.type == "cuda"
         self.host_inputs = torch.zeros(5, max_batch, dtype=torch.long, pin_memory=pin)
         self.host_tables = torch.zeros(max_batch, max_blocks, dtype=torch.int32, pin_memory=pin)
-        self.host_inputs[4] = torch.arange(max_batch)
         self.inputs[4] = torch.arange(max_batch, device=device)
         self.inputs[2] = self.scratch_slot
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}

@@ -31,6 +31,8 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         prompt_lookup_min=1,
         prompt_lookup_max=4,
         cpu_packed_rows=0,
+        enforce_eager=True,
+        attention_backend="torch",
     )
     cfg = EngineConfig.from_settings(settings, tiny_llama, cache_dir=tmp_path)
     assert (cfg.block_size, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_chunk_size) == (
@@ -54,6 +56,7 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         4,
         0,
     )
+    assert cfg.enforce_eager and cfg.attention_backend == "torch"
     assert EngineConfig.from_settings(EngineSettings(device="cpu"), tiny_llama).dtype == torch.float32
 
 
@@ -70,6 +73,7 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         {"prompt_lookup_min": 3, "prompt_lookup_max": 2},
         {"spec_max_tokens": 0},
         {"cpu_packed_rows": -1},
+        {"attention_backend": "flash"},
     ],
 )
 def test_bad_values_are_rejected(tiny_llama, bad):

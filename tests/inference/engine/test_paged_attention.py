@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inference.attention import PagedBatch, _paged_torch
+from inference.attention import PagedBatch, _paged_torch, select_backend
 from inference.model_runner import ModelRunner
 from inference.protocol import SamplingParams
 from tests.inference.engine.conftest import assert_no_leaks
@@ -107,3 +107,11 @@ def test_static_decode_buffers_give_the_eager_outputs(tiny_llama, make_engine):
     assert engine.generate(prompts[:2], params[:2]) == plain[:2]  # prefix hits
     assert {3, 5} <= set(calls)  # 3 sequences run in bucket 4, with a padding row
     assert_no_leaks(engine)
+
+
+@pytest.mark.unit
+def test_cpu_engines_use_the_torch_backend_without_graphs(tiny_llama, make_engine):
+    engine = make_engine(tiny_llama)
+    assert engine.attention_backend == "torch" and engine.runner.graphs is None
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        select_backend("triton", torch.device("cpu"), 64)

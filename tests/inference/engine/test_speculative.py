@@ -253,3 +253,21 @@ def test_requests_back_off_after_passes_that_keep_no_guess(tiny_llama, make_engi
     assert in_a_row, "the random model should reject guesses twice in a row"
     for second in in_a_row:
         assert not any(guessed[second + 1 : second + 3])
+
+
+@pytest.mark.unit
+def test_greedy_verification_is_batched_across_sequences(tiny_llama, make_engine, plain_outputs, monkeypatch):
+    """Plain greedy sequences verify with one batched argmax per step (no per-position sampler call);
+    a request asking for logprobs still goes position by position. Outputs stay those of plain decoding."""
+    import inference.spec.decoding as decoding
+
+    calls: list[int] = []
+    per_position = decoding.verify_token
+    monkeypatch.setattr(decoding, "verify_token", lambda *a: calls.append(1) or per_position(*a))
+    ps, expected = plain_outputs
+    engine = make_engine(tiny_llama, speculative="prompt_lookup", prompt_lookup_min=1, **ANY_BATCH)
+    assert tokens_of(engine.generate(ps[:8], GREEDY)) == expected[:8]
+    assert engine.stats().spec_num_drafts_total > 0 and not calls
+    with_logprobs = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True, logprobs=1)
+    assert tokens_of(engine.generate(ps[:2], with_logprobs)) == expected[:2]
+    assert calls
