@@ -76,17 +76,22 @@ def test_torch_paged_path_matches_plain_attention(case, heads):
 @pytest.mark.unit
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed (GPU builds)")
 @pytest.mark.parametrize("case", CASES)
-def test_triton_kernel_matches_plain_attention(case):
-    """On a GPU build; on CPU only under TRITON_INTERPRET=1 (Triton's interpreter)."""
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1e-2)]
+)
+def test_triton_kernel_matches_plain_attention(case, dtype, tolerance):
+    """On a GPU build; on CPU only under TRITON_INTERPRET=1 (Triton's interpreter, which cannot do bf16)."""
     from inference.attention_triton import paged_attention_triton
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == torch.bfloat16 and device == "cpu":
+        pytest.skip("Triton's interpreter computes garbage in bf16")
     contexts = CASES[case] + [[0]]  # context 0: a graph's padding row, which must come out as zeros
     cache, tables, token_seq, context, q = _random_paged(40, 16, contexts, 9, 3, 64)
-    args = [t.to(device) for t in (q, cache, tables, token_seq, context)]
-    ours = paged_attention_triton(*args).cpu()
+    args = [q.to(dtype), cache.to(dtype), tables, token_seq, context]
+    ours = paged_attention_triton(*(t.to(device) for t in args)).float().cpu()
     want = _reference(cache, tables, token_seq[:-1], context[:-1], q[:-1])
-    torch.testing.assert_close(ours[:-1], want, atol=1e-4, rtol=1e-4)
+    assert float((ours[:-1] - want).norm() / want.norm()) < tolerance
     assert not ours[-1].any()
 
 
