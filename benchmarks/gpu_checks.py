@@ -18,12 +18,17 @@ from inference.protocol import SamplingParams
 from inference.sequence import Sequence
 
 # ||ours - hf|| / ||hf|| over all checked logits; bf16 rounds every layer's activations differently.
-PARITY_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
+PARITY_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
+KV_CACHE_GB = 2.0  # of the checks' engines (the CPU test of these checks makes it small)
 
 
 def engine_for(path: Path, dtype: torch.dtype, **overrides: Any) -> LLMEngine:
     kwargs: dict[str, Any] = dict(
-        device=gpu_models.DEVICE, dtype=dtype, kv_cache_memory_gb=2.0, max_model_len=2048, max_num_seqs=8
+        device=gpu_models.DEVICE,
+        dtype=dtype,
+        kv_cache_memory_gb=KV_CACHE_GB,
+        max_model_len=2048,
+        max_num_seqs=8,
     )
     kwargs.update(overrides)
     return LLMEngine(EngineConfig(model_path=path, **kwargs))
@@ -101,7 +106,9 @@ def _compare(name: str, dtype: torch.dtype, ours: list[torch.Tensor], ref: list[
     a, b = torch.cat(ours), torch.cat(ref)
     rel = float((a - b).norm() / b.norm())
     top1 = float((a.argmax(-1) == b.argmax(-1)).float().mean())
-    graphs = None if engine is None else engine.runner.graphs is not None
+    # The graph path must really have run graphs (on CUDA; CPU dry runs replay nothing).
+    on_cuda = engine is not None and engine.config.device.type == "cuda"
+    graphs = engine.runner.graphs is not None if on_cuda else None
     return {
         "check": f"parity {str(dtype).removeprefix('torch.')}: {name}",
         "rel_error": rel,
