@@ -7,6 +7,7 @@ its ordinary safetensors path and transformers runs the very same weights.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,14 @@ def word_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=f"t{EOS}", pad_token="t0")
 
 
+def _scratch_dir() -> Path:
+    """/dev/shm where it has room for the largest fp32 checkpoint (~5 GB) several times, else /tmp."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shutil.disk_usage(shm).free > 16 * 2**30:
+        return shm
+    return Path(tempfile.gettempdir())
+
+
 def make_checkpoint(
     shape: str, root: Path | None = None, init_std: float = 0.2
 ) -> tuple[Path, LlamaForCausalLM]:
@@ -66,7 +75,7 @@ def make_checkpoint(
     `init_std` 0.2 (HF's default is 0.02) makes the logits peaked, so greedy choices are far from ties
     and the bf16 equality checks test the engine rather than rounding luck.
     """
-    base = root or Path("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir())
+    base = root or _scratch_dir()
     directory = Path(tempfile.mkdtemp(prefix=f"gw-{shape}-", dir=base))
     cfg = LlamaConfig(**SHAPES[shape], initializer_range=init_std, eos_token_id=EOS, bos_token_id=1)
     torch.manual_seed(0)
