@@ -44,7 +44,7 @@ def _paged_attention_kernel(
     FP32: tl.constexpr,
 ):
     token = tl.program_id(0)
-    kv_head = tl.program_id(1)
+    kv_head = tl.program_id(1).to(tl.int64)  # NOTE: head * stride can pass 2**31 in a large pool
     seq = tl.load(token_seq_ptr + token)
     context = tl.load(context_lens_ptr + token)
 
