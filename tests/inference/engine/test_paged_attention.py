@@ -4,6 +4,7 @@ decode graphs' static-buffer inputs against eager steps (CPU: the same buffers, 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -95,8 +96,18 @@ def test_triton_kernel_matches_plain_attention(case, dtype, tolerance):
     assert not ours[-1].any()
 
 
+INTERPRETED_TRITON = pytest.param(
+    "triton",
+    marks=pytest.mark.skipif(
+        importlib.util.find_spec("triton") is None or os.environ.get("TRITON_INTERPRET") != "1",
+        reason="the Triton kernel on CPU tensors needs Triton and TRITON_INTERPRET=1",
+    ),
+)
+
+
 @pytest.mark.unit
-def test_static_decode_buffers_give_the_eager_outputs(tiny_llama, make_engine):
+@pytest.mark.parametrize("backend", ["torch", INTERPRETED_TRITON])
+def test_static_decode_buffers_give_the_eager_outputs(tiny_llama, make_engine, backend):
     """The decode graphs' input path (static buffers, padding to a bucket, scratch slot), run eagerly on
     CPU: greedy outputs equal plain eager steps, with chunked prefill, prefix hits and ragged batches."""
     prompts = [[5 + i] * (3 + 4 * i) + list(range(10, 20)) for i in range(6)]
@@ -104,7 +115,7 @@ def test_static_decode_buffers_give_the_eager_outputs(tiny_llama, make_engine):
     plain = make_engine(tiny_llama, prefill_chunk_size=8).generate(prompts, params)
     engine = make_engine(tiny_llama, prefill_chunk_size=8)
     num_blocks, block_size = len(engine.block_manager.blocks), engine.runner.block_size
-    engine.runner = ModelRunner(engine.model, num_blocks, block_size, engine.max_model_len, "torch", 5)
+    engine.runner = ModelRunner(engine.model, num_blocks, block_size, engine.max_model_len, backend, 5)
     calls = []
     run = engine.runner.graphs.run
     engine.runner.graphs.run = lambda h: calls.append(len(h.counts)) or run(h)
