@@ -180,6 +180,8 @@ def main(
         finally:
             shutil.rmtree(path, ignore_errors=True)
             torch.cuda.empty_cache()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2))  # partial figures survive a later failure
     report["all_checks_passed"] = all(c["passed"] for c in report["checks"])
     report["targets_met"] = {
         shape: {k: v >= TARGETS[k] for k, v in r.items()} for shape, r in report["ratios"].items()
