@@ -8,8 +8,10 @@ a pinned host staging copy, moves them with two copies, and replays the smallest
 NOTE: padding rows (bucket size above the batch) have context length 0 (the kernel attends nothing
 and writes zeros), token 0 at position 0, and write their K/V into the runner's scratch block (the
 one past the pool), so they never touch a sequence's cache. Their logits rows are dropped.
-NOTE: the staging buffers are reused every step without waiting for the previous copy: safe because
-each step ends with a host sync on its sampled tokens, after the copies of that step were queued.
+NOTE: the pinned staging buffers are reused every step, so before writing them a step waits for the
+previous step's copies (an event; the engine's host sync on sampled tokens has usually passed it).
+Without that wait, callers that replay steps back to back with no sync in between (the benchmark's
+parity check did) had a step's copy read the next step's inputs.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class DecodeGraphs:
         self.host_tables = torch.zeros(max_batch, max_blocks, dtype=torch.int32, pin_memory=pin)
         self.inputs[4] = torch.arange(max_batch, device=device)
         self.inputs[2] = self.scratch_slot
+        self.copied = torch.cuda.Event() if pin else None  # the last step's host-to-device copies
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: dict[int, torch.Tensor] = {}
         if not pin:  # CPU (tests): the same static buffers, run eagerly instead of replayed
@@ -91,6 +94,8 @@ class DecodeGraphs:
         """Logits `[batch, vocab]` of a pure decode step (one token per sequence, every one sampling)."""
         n = len(h.counts)
         bucket = next(b for b in self.buckets if b >= n)
+        if self.copied is not None:
+            self.copied.synchronize()  # the staging buffers are free again
         host = self.host_inputs.numpy()
         host[0, :n] = h.input_ids
         host[1, :n] = h.positions
@@ -103,6 +108,8 @@ class DecodeGraphs:
         # Whole rows: contiguous pinned memory goes in one asynchronous copy each.
         self.inputs[:4].copy_(self.host_inputs[:4], non_blocking=True)
         self.block_tables[:n].copy_(self.host_tables[:n], non_blocking=True)
+        if self.copied is not None:
+            self.copied.record()
         if not self.graphs:
             return self._forward(bucket)[:n]
         self.graphs[bucket].replay()
