@@ -18,6 +18,11 @@ from core.tenancy import authenticate
 DEFAULT_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
 
+def unauthorized(message: str) -> ApiError:
+    """401 with the challenge RFC 6750 asks for."""
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": 'Bearer realm="groundwork"'})
+
+
 def get_state(request: Request) -> AppState:
     return request.app.state.groundwork
 
@@ -37,24 +42,27 @@ def get_session(state: StateDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# NOTE: scope="function" commits when the route returns, before the response is sent. FastAPI >= 0.118
+# otherwise runs the exit after sending: a client could see 201 for a row that is not committed yet
+# (or never is, if the commit then fails).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def get_current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> uuid.UUID:
     header = request.headers.get("authorization", "")
     if not header:
         if settings.auth_required:
-            raise ApiError(401, "unauthorized", "an API key is required: Authorization: Bearer <key>")
+            raise unauthorized("an API key is required: Authorization: Bearer <key>")
         return DEFAULT_TENANT_ID
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key:
-        raise ApiError(401, "unauthorized", "malformed Authorization header; expected 'Bearer <key>'")
+        raise unauthorized("malformed Authorization header; expected 'Bearer <key>'")
     tenant_id = authenticate(session, key.strip())
     session.commit()  # records the key's use and frees the connection for the rest of the request
     if tenant_id is not None:
         return tenant_id
     if settings.auth_required:
-        raise ApiError(401, "unauthorized", "unknown or revoked API key")
+        raise unauthorized("unknown or revoked API key")
     # Auth off: clients that always send some key (the OpenAI SDK does) act as the default tenant.
     return DEFAULT_TENANT_ID
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
 from api.llm import local_engine
+from api.validation import check_retrieval_options
 from retrieval.backends import llm_backends, needs_local_engine
 from retrieval.pipeline import ResultChunk
 from retrieval.service import SearchRequest, find_collection, request_config, search
@@ -34,6 +35,7 @@ async def search_collection(
 ) -> SearchResponse:
     """Search one collection: BM25, dense or hybrid, optionally transformed and reranked.
     Each result has its text, provenance (document, page, character span) and per-stage scores."""
+    check_retrieval_options(body.options)
     collection = find_collection(session, tenant, collection_id)
     if collection is None:
         raise ApiError(404, "collection_not_found", f"no collection {collection_id}")

@@ -7,6 +7,10 @@ from pydantic import BaseModel, Field
 
 class IngestionSettings(BaseModel):
     max_file_mb: float = Field(default=50.0, description="Uploads larger than this fail with a reason.")
+    max_unpacked_mb: float = Field(
+        default=100.0,
+        description="A DOCX (ZIP) whose parts unpack to more than this fails as unpacked_too_large.",
+    )
     max_files_per_upload: int = Field(default=1000, description="Most files one upload request may carry.")
     chunk_strategy: Literal["fixed", "recursive", "semantic"] = Field(
         default="fixed", description="Chunker of new collections that do not choose one."
