@@ -18,6 +18,7 @@ from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings
 from core.telemetry import request_id_var
+from core.tenancy import install_tenant_scoping
 from ingestion.celery_app import create_celery
 
 log = logging.getLogger("groundwork.api")
@@ -28,11 +29,13 @@ def build_state(settings: Settings, database: DatabaseHandle | None = None) -> A
     database = database or open_database(settings)
     engine = make_engine(database.url)
     pgvector_version = check_database(engine)
+    sessions = make_session_factory(engine)
+    install_tenant_scoping(sessions)  # row-level security for every tenant transaction
     return AppState(
         settings=settings,
         database=database,
         engine=engine,
-        sessions=make_session_factory(engine),
+        sessions=sessions,
         celery=create_celery(settings, database.url),
         pgvector_version=pgvector_version,
     )

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
-from api.deps import CurrentTenant, StateDep
+from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.metrics import record_ask
@@ -22,6 +22,7 @@ from api.routers.collections import get_collection
 from api.state import AppState
 from api.streaming import ending_with_error_event, sse
 from api.validation import Seed, check_retrieval_options
+from core.tenancy import scope_to_tenant
 from retrieval.service import SearchRequest
 
 router = APIRouter(prefix="/v1", tags=["ask"])
@@ -112,10 +113,11 @@ async def run_ask(
 
 
 @router.post("/ask")
-async def ask(body: AskBody, tenant: CurrentTenant, state: StateDep):
+async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     session = state.sessions()
+    scope_to_tenant(session, tenant)
     events = run_ask(state, session, tenant, body)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here

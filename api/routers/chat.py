@@ -17,13 +17,14 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.deps import CurrentTenant, StateDep
+from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.routers.ask import AskBody, Generation, run_ask
 from api.state import AppState
 from api.streaming import ending_with_error_event
 from api.validation import Seed
+from core.tenancy import scope_to_tenant
 from inference.client import LocalChatBackend
 from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
 from inference.protocol import InvalidRequestError, SamplingParams
@@ -95,6 +96,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
         turns = [m.model_dump() for m in body.messages[:-1] if m.role != "system"]
         ask = _ask_body(body, max_tokens)
         session = state.sessions()
+        scope_to_tenant(session, tenant)
         try:
             async for event in run_ask(state, session, tenant, ask, history_override=turns, persist=False):
                 yield event
@@ -157,7 +159,7 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
 
 
 @router.post("/chat/completions")
-async def chat_completions(body: ChatBody, tenant: CurrentTenant, state: StateDep):
+async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     events = _events(state, tenant, body)

@@ -83,7 +83,7 @@ def default_chunking(settings: Settings) -> ChunkingConfig:
 
 @router.post("", status_code=201, response_model=CollectionOut)
 def create_collection(
-    body: CollectionCreate, session: SessionDep, settings: SettingsDep, tenant: CurrentTenant
+    body: CollectionCreate, session: SessionDep, settings: SettingsDep, state: StateDep, tenant: CurrentTenant
 ):
     exists = session.execute(
         select(Collection.id).where(Collection.tenant_id == tenant, Collection.name == body.name)
@@ -106,6 +106,8 @@ def create_collection(
         raise ApiError(422, "invalid_collection", str(exc)) from None
     except IntegrityError:
         raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists") from None
+    session.commit()
+    service.build_prefix_index(state.engine, collection.id, collection.index_dim)
     return _out(session, collection)
 
 
@@ -121,15 +123,23 @@ def read_collection(collection: str, session: SessionDep, tenant: CurrentTenant)
 
 
 @router.patch("/{collection}", response_model=CollectionOut)
-def update_collection(collection: str, body: CollectionUpdate, session: SessionDep, tenant: CurrentTenant):
+def update_collection(
+    collection: str, body: CollectionUpdate, session: SessionDep, state: StateDep, tenant: CurrentTenant
+):
     row = get_collection(session, tenant, collection)
     try:
-        if body.embedding_model is not None:
-            service.check_model_change(session, row, body.embedding_model)
-        if body.index_dim is not None:
+        if body.embedding_model is not None and service.check_model_change(
+            session, row, body.embedding_model
+        ):
+            session.commit()
+            service.drop_prefix_index(state.engine, row.id)
+            service.build_prefix_index(state.engine, row.id, row.index_dim)
+        if body.index_dim is not None and body.index_dim != row.index_dim:
+            service.resolve_index_dim(body.index_dim, row.embedding_dim)
+            service.drop_prefix_index(state.engine, row.id)
             service.change_index_dim(session, row, body.index_dim)
             session.commit()
-            service.build_prefix_index(session.get_bind(), row.id, row.index_dim)
+            service.build_prefix_index(state.engine, row.id, row.index_dim)
     except service.CollectionConflict as exc:
         raise ApiError(409, "embedding_model_conflict", str(exc)) from None
     except ModelNotAvailable as exc:
@@ -154,9 +164,10 @@ def delete_collection(collection: str, session: SessionDep, state: StateDep, ten
         .scalars()
         .all()
     )
-    service.drop_collection_index(session, row.id)
+    row_id = row.id
     session.delete(row)
     session.commit()
+    service.drop_prefix_index(state.engine, row_id)
     blobs = BlobStore.for_data_dir(state.settings.data_dir)
     for key in keys:
         blobs.delete(key)

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
+from api.deps import ReadingTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
 from api.llm import local_engine
 from api.validation import check_retrieval_options
@@ -30,7 +30,7 @@ async def search_collection(
     body: SearchRequest,
     session: SessionDep,
     settings: SettingsDep,
-    tenant: CurrentTenant,
+    tenant: ReadingTenant,
     state: StateDep,
 ) -> SearchResponse:
     """Search one collection: BM25, dense or hybrid, optionally transformed and reranked.
