@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 
 from api import metrics
 from api.errors import install_error_handlers
-from api.routers import ask, chat, collections, documents, health, jobs, search
+from api.routers import ask, chat, collections, documents, health, jobs, keys, search
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
@@ -71,6 +71,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         finally:
             request_id_var.reset(token)
         response.headers["x-request-id"] = rid
+        response.headers.update(getattr(request.state, "rate_limit_headers", None) or {})
         log.info(
             "request",
             extra={
@@ -92,6 +93,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         search.router,
         ask.router,
         chat.router,
+        keys.router,
     ):
         app.include_router(router)
     return app

@@ -93,8 +93,12 @@ def authenticate(session: Session, plain: str) -> ApiKey | None:
     return row
 
 
-def revoke_api_key(session: Session, prefix: str) -> int:
-    rows = session.scalars(select(ApiKey).where(ApiKey.prefix == prefix, ApiKey.revoked_at.is_(None))).all()
+def revoke_api_key(session: Session, prefix: str, tenant_id: uuid.UUID | None = None) -> int:
+    """Revoke the live keys with `prefix` (of one tenant only, if given); returns how many."""
+    query = select(ApiKey).where(ApiKey.prefix == prefix, ApiKey.revoked_at.is_(None))
+    if tenant_id is not None:
+        query = query.where(ApiKey.tenant_id == tenant_id)
+    rows = session.scalars(query).all()
     for row in rows:
         row.revoked_at = datetime.now(UTC)
     return len(rows)

@@ -18,6 +18,7 @@ from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.metrics import record_ask
+from api.ratelimit import RateLimit, charging
 from api.routers.collections import get_collection
 from api.state import AppState
 from api.streaming import ending_with_error_event, sse
@@ -113,12 +114,12 @@ async def run_ask(
 
 
 @router.post("/ask")
-async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep):
+async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     session = state.sessions()
     scope_to_tenant(session, tenant)
-    events = run_ask(state, session, tenant, body)
+    events = charging(run_ask(state, session, tenant, body), meter)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.ratelimit import RateLimit, charging
 from api.routers.ask import AskBody, Generation, run_ask
 from api.state import AppState
 from api.streaming import ending_with_error_event
@@ -159,10 +160,10 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
 
 
 @router.post("/chat/completions")
-async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep):
+async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    events = _events(state, tenant, body)
+    events = charging(_events(state, tenant, body), meter)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from api.deps import ReadingTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
 from api.llm import local_engine
+from api.ratelimit import RateLimit
 from api.validation import check_retrieval_options
 from retrieval.backends import llm_backends, needs_local_engine
 from retrieval.pipeline import ResultChunk
@@ -32,6 +33,7 @@ async def search_collection(
     settings: SettingsDep,
     tenant: ReadingTenant,
     state: StateDep,
+    _: RateLimit,
 ) -> SearchResponse:
     """Search one collection: BM25, dense or hybrid, optionally transformed and reranked.
     Each result has its text, provenance (document, page, character span) and per-stage scores."""

@@ -19,6 +19,7 @@ from pydantic_settings import (
 
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
+from core.settings.limits import LimitSettings
 from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
 
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     qa: QASettings = Field(default_factory=QASettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @classmethod
     def settings_customise_sources(
