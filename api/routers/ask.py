@@ -80,7 +80,7 @@ async def run_ask(
     except ValueError as exc:
         raise ApiError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
     check_retrieval_options(search.options, "retrieval.options.")
-    backend = chat_backend(state)
+    backend = chat_backend(state, cache_salt=str(tenant))
 
     async def retrieve(query: str):
         found = await retrieve_sources(

@@ -111,7 +111,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             "tools are not supported by the platform's chat "
             "endpoint; call the engine server (`groundwork engine serve`) for tool calls",
         )
-    backend = chat_backend(state)
+    backend = chat_backend(state, cache_salt=str(tenant))
     if body.model != backend.model_name:
         raise ApiError(
             400,

@@ -44,6 +44,6 @@ async def search_collection(
     # NOTE: the in-process engine is loaded only for a search that needs an LLM.
     config = request_config(settings.retrieval, collection, body)
     engine = local_engine(state) if needs_local_engine(settings, config) else None
-    chat, judge = llm_backends(settings, engine)
+    chat, judge = llm_backends(settings, engine, cache_salt=str(tenant))
     result = await search(session, settings.retrieval, collection, body, chat=chat, judge=judge)
     return SearchResponse(results=result.results, debug=result.debug if body.debug else None)
