@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from api.errors import ApiError
+from core.settings import Settings
 from retrieval.config import RetrievalConfig
 
 # NOTE: the engine seeds a 64-bit generator; larger values overflowed inside it (issue 12).
@@ -45,10 +46,25 @@ def unknown_keys(data: Any, model: type[BaseModel], where: str = "") -> list[str
     return found
 
 
-def check_retrieval_options(options: dict[str, Any], where: str = "options.") -> None:
-    """Refuse pipeline options the pipeline would ignore (a typo must not silently change nothing)."""
+def check_model_allowed(settings: Settings, spec: str | None, what: str) -> None:
+    """Tenants choose among the models an administrator allowed (settings.allowed_models)."""
+    if spec is not None and spec not in {settings.embedding_model, *settings.allowed_models}:
+        raise ApiError(
+            422,
+            "model_not_allowed",
+            f"{what} {spec!r} is not allowed on this server; an administrator adds models to "
+            "allowed_models (GROUNDWORK_ALLOWED_MODELS)",
+        )
+
+
+def check_retrieval_options(options: dict[str, Any], settings: Settings, where: str = "options.") -> None:
+    """Refuse pipeline options the pipeline would ignore (a typo must not silently change nothing),
+    and rerank models outside the allowlist."""
     unknown = unknown_keys(options, RetrievalConfig, where)
     if unknown:
         raise ApiError(
             422, "invalid_retrieval", f"unknown retrieval option(s): {', '.join(unknown)}", details=unknown
         )
+    rerank = options.get("rerank")
+    if isinstance(rerank, dict):
+        check_model_allowed(settings, rerank.get("model"), "rerank model")

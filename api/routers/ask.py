@@ -79,7 +79,7 @@ async def run_ask(
         search = SearchRequest.model_validate({**body.retrieval, "query": body.question})
     except ValueError as exc:
         raise ApiError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
-    check_retrieval_options(search.options, "retrieval.options.")
+    check_retrieval_options(search.options, state.settings, "retrieval.options.")
     backend = chat_backend(state, cache_salt=str(tenant))
 
     async def retrieve(query: str):

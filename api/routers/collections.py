@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime
 
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
+from api.validation import check_model_allowed
 from core.models import Chunk, Collection, Document
 from core.registry import ModelNotAvailable
 from core.settings import Settings
@@ -21,6 +23,7 @@ from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkingConfig
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
+log = logging.getLogger(__name__)
 
 
 class CollectionCreate(BaseModel):
@@ -65,6 +68,12 @@ def get_collection(session: Session, tenant: uuid.UUID, ref: str) -> Collection:
     return collection
 
 
+def _model_unavailable(spec: str | None) -> ApiError:
+    # NOTE: the loader's message may name server paths; it goes to the log only.
+    log.warning("model %r cannot be loaded", spec, exc_info=True)
+    return ApiError(422, "model_not_available", f"model {spec!r} cannot be loaded on this server")
+
+
 def _out(session: Session, collection: Collection) -> CollectionOut:
     docs = session.execute(select(func.count()).where(Document.collection_id == collection.id)).scalar_one()
     chunks = session.execute(select(func.count()).where(Chunk.collection_id == collection.id)).scalar_one()
@@ -85,6 +94,7 @@ def default_chunking(settings: Settings) -> ChunkingConfig:
 def create_collection(
     body: CollectionCreate, session: SessionDep, settings: SettingsDep, state: StateDep, tenant: CurrentTenant
 ):
+    check_model_allowed(settings, body.embedding_model, "embedding model")
     exists = session.execute(
         select(Collection.id).where(Collection.tenant_id == tenant, Collection.name == body.name)
     ).first()
@@ -100,8 +110,8 @@ def create_collection(
             index_dim=body.index_dim or settings.ingestion.index_dim,
             description=body.description,
         )
-    except ModelNotAvailable as exc:
-        raise ApiError(422, "model_not_available", str(exc)) from None
+    except ModelNotAvailable:
+        raise _model_unavailable(body.embedding_model) from None
     except ValueError as exc:
         raise ApiError(422, "invalid_collection", str(exc)) from None
     except IntegrityError:
@@ -127,6 +137,7 @@ def update_collection(
     collection: str, body: CollectionUpdate, session: SessionDep, state: StateDep, tenant: CurrentTenant
 ):
     row = get_collection(session, tenant, collection)
+    check_model_allowed(state.settings, body.embedding_model, "embedding model")
     try:
         if body.embedding_model is not None and service.check_model_change(
             session, row, body.embedding_model
@@ -142,8 +153,8 @@ def update_collection(
             service.build_prefix_index(state.engine, row.id, row.index_dim)
     except service.CollectionConflict as exc:
         raise ApiError(409, "embedding_model_conflict", str(exc)) from None
-    except ModelNotAvailable as exc:
-        raise ApiError(422, "model_not_available", str(exc)) from None
+    except ModelNotAvailable:
+        raise _model_unavailable(body.embedding_model) from None
     except ValueError as exc:
         raise ApiError(422, "invalid_collection", str(exc)) from None
     if body.description is not None:

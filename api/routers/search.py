@@ -37,7 +37,7 @@ async def search_collection(
 ) -> SearchResponse:
     """Search one collection: BM25, dense or hybrid, optionally transformed and reranked.
     Each result has its text, provenance (document, page, character span) and per-stage scores."""
-    check_retrieval_options(body.options)
+    check_retrieval_options(body.options, settings)
     collection = find_collection(session, tenant, collection_id)
     if collection is None:
         raise ApiError(404, "collection_not_found", f"no collection {collection_id}")

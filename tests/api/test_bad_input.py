@@ -88,3 +88,15 @@ def test_prompt_over_the_context_is_a_400_naming_the_limit(client):
     assert resp.status_code == 400, resp.text
     limit = str(backend.engine.max_model_len)
     assert limit in resp.json()["error"]["message"], resp.text
+
+
+def test_tenants_cannot_name_models_outside_the_allowlist(client):
+    for spec in ("/etc/passwd", "../../models/x", "someone/huge-model"):
+        resp = client.post("/v1/collections", json={"name": "m", "embedding_model": spec})
+        assert resp.status_code == 422 and resp.json()["error"]["code"] == "model_not_allowed", resp.text
+    cid = client.post("/v1/collections", json={"name": "allowlist"}).json()["id"]
+    patch = client.patch(f"/v1/collections/{cid}", json={"embedding_model": "/root"})
+    assert patch.status_code == 422 and patch.json()["error"]["code"] == "model_not_allowed"
+    rerank = {"rerank": {"enabled": True, "model": "/opt/ce"}}
+    search = client.post(f"/v1/collections/{cid}/search", json={"query": "q", "options": rerank})
+    assert search.status_code == 422 and search.json()["error"]["code"] == "model_not_allowed"
