@@ -194,6 +194,9 @@ class IngestionJob(_Timestamps, Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
+    # Migration 0005_hardening, the outbox flag: None until the job's messages reached the broker;
+    # the reaper re-sends queued documents of jobs left unsent (ingestion/recovery.py).
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Conversation(_Timestamps, Base):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -32,6 +33,7 @@ from ingestion.parsers import ParsedDocument, parse
 from retrieval.embedding import Embedder, get_embedder, matryoshka_prefix
 
 log = logging.getLogger(__name__)
+TIMEOUT = "parse_timeout: processing took longer than the task time limit"
 
 
 def text_hash(text: str) -> str:
@@ -223,6 +225,9 @@ def _isolated(ctx: PipelineContext, claim: state.Claim, outcomes: dict, step: Ca
         return True
     except PermanentError as exc:
         outcomes[claim.document_id] = _fail(ctx, claim, exc.reason)
+    except SoftTimeLimitExceeded:
+        log.warning("document %s: task time limit reached", claim.document_id)
+        outcomes[claim.document_id] = _fail(ctx, claim, TIMEOUT)
     except state.Superseded:
         outcomes[claim.document_id] = "superseded"
         _discard_orphan_blob(ctx, claim.blob_key)

@@ -39,7 +39,7 @@ def _context(app=None) -> PipelineContext:
     return _CONTEXTS[pid]
 
 
-@shared_task(name="groundwork.health")
+@shared_task(name="groundwork.health", ignore_result=False)
 def health() -> dict:
     """Proves a worker consumes from the broker (used by /readyz and the tests)."""
     return {"ok": True, "pid": os.getpid(), "host": socket.gethostname()}

@@ -9,19 +9,22 @@ re-sends (ingestion/recovery.py).
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
 from dataclasses import dataclass, field
 
 from celery import Celery
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
 
+from core.database import session_scope
 from core.models import Chunk, Collection, Document, DocumentStatus, IngestionJob, JobStatus
 from core.settings import Settings
 from ingestion.blobs import BlobStore, Staged
 from ingestion.state import IN_PROGRESS, release_from_job
 
 INGEST_TASK = "groundwork.ingest.documents"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -173,6 +176,33 @@ def _accept(
     batch.queued.append(doc.id)
     batch.sizes.append(upload.size)
     return UploadOutcome(upload.filename, source_id, "queued", doc.id, doc.version)
+
+
+def send_job(
+    celery: Celery,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    job_id: uuid.UUID,
+    document_ids: list[uuid.UUID],
+    sizes: list[int] | None = None,
+) -> bool:
+    """Enqueue the committed job's documents and mark the job sent (its outbox flag). A broker
+    failure is logged and swallowed: the job stays unsent and the reaper sends it later, so the
+    caller (an upload that already committed) still succeeds."""
+    try:
+        enqueue(celery, settings, job_id, document_ids, sizes)
+    except Exception:
+        log.warning("job %s: enqueue failed; the reaper will send it", job_id, exc_info=True)
+        return False
+    mark_sent(sessions, [job_id])
+    return True
+
+
+def mark_sent(sessions: sessionmaker[Session], job_ids: list[uuid.UUID]) -> None:
+    with session_scope(sessions) as session:
+        session.execute(
+            update(IngestionJob).where(IngestionJob.id.in_(job_ids)).values(enqueued_at=func.now())
+        )
 
 
 def _discard_staged(batch: Batch, upload: Upload) -> None:

@@ -19,7 +19,7 @@ from api.scoping import get_in_tenant
 from core.models import Chunk, Document, DocumentStatus
 from ingestion.blobs import BlobStore
 from ingestion.state import release_from_job
-from ingestion.uploads import Upload, create_batch, enqueue
+from ingestion.uploads import Upload, create_batch, send_job
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -130,7 +130,7 @@ def upload_documents(
         raise
     for key in batch.stale_blobs:
         blobs.delete(key)
-    enqueue(state.celery, settings, batch.job.id, batch.queued, batch.sizes)
+    send_job(state.celery, state.sessions, settings, batch.job.id, batch.queued, batch.sizes)
     return UploadOut(job_id=batch.job.id, documents=[UploadOutcomeOut(**vars(o)) for o in batch.outcomes])
 
 

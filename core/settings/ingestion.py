@@ -51,6 +51,21 @@ class IngestionSettings(BaseModel):
     recovery_interval_s: float = Field(
         default=30.0, description="How often each worker looks for stuck jobs (0 disables the reaper)."
     )
+    outbox_grace_s: float = Field(
+        default=15.0, description="A job whose messages are not on the broker this long after commit is sent."
+    )
+    broker_rows_max_age_s: float = Field(
+        default=3600.0,
+        description="Delivered broker rows (kombu_message) and task results older than this "
+        "are deleted by the reaper.",
+    )
+    task_soft_time_limit_s: float = Field(
+        default=600.0,
+        description="A task message still running after this fails its current document (parse_timeout).",
+    )
+    task_time_limit_s: float = Field(
+        default=660.0, description="Hard limit: the worker process is killed; recovery requeues the rest."
+    )
     max_attempts: int = Field(
         default=3,
         description="Claims of one document before it fails for good (a file that kills its worker).",

@@ -57,6 +57,9 @@ def upgrade() -> None:
         ),
     )
     op.add_column("api_keys", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
+    # Outbox flag: set once a job's messages are on the broker; existing jobs count as sent.
+    op.add_column("ingestion_jobs", sa.Column("enqueued_at", sa.DateTime(timezone=True), nullable=True))
+    op.execute("UPDATE ingestion_jobs SET enqueued_at = created_at")
     op.execute(FILL_TENANT)
     for table in BACKFILLED:
         op.add_column(table, sa.Column("tenant_id", sa.UUID(), nullable=True))
@@ -109,5 +112,6 @@ def downgrade() -> None:
         op.drop_constraint(f"fk_{table}_tenant", table, type_="foreignkey")
         op.drop_column(table, "tenant_id")
     op.execute("DROP FUNCTION groundwork_fill_tenant()")
+    op.drop_column("ingestion_jobs", "enqueued_at")
     op.drop_column("api_keys", "expires_at")
     op.drop_column("api_keys", "scopes")
