@@ -1,0 +1,77 @@
+"""Schemathesis against the API's own OpenAPI document: whatever it generates, no 5xx.
+
+CI runs a bounded number of examples per operation (GROUNDWORK_FUZZ_EXAMPLES, default 12: a few
+hundred calls); a larger run: `GROUNDWORK_FUZZ_EXAMPLES=500 ./dev.sh test tests/api/test_fuzz.py -s`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from api.main import build_state, create_app
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+EXAMPLES = int(os.environ.get("GROUNDWORK_FUZZ_EXAMPLES", "12"))
+
+
+def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
+    """Every operation, EXAMPLES generated cases each; returns (calls, the 5xx answers)."""
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    calls, errors = 0, []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None
+        )
+        def run(case) -> None:
+            nonlocal calls
+            response = case.call(headers=headers)
+            calls += 1
+            if response.status_code >= 500:
+                errors.append(
+                    f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:300]}"
+                )
+
+        run()
+    return calls, errors
+
+
+@pytest.fixture(scope="module")
+def app_for(broker_settings):
+    states = []
+
+    def make(**update):
+        settings_ = broker_settings.model_copy(update=update)
+        state = build_state(settings_)
+        states.append(state)
+        app = create_app(settings_, state)
+        app.state.groundwork = state  # schemathesis calls the ASGI app without its lifespan
+        return app
+
+    yield make
+    for state in states:
+        state.engine.dispose()
+
+
+def test_no_server_errors_without_auth(app_for):
+    calls, errors = _fuzz(app_for())
+    print(f"schemathesis, auth off: {calls} calls, {len(errors)} 5xx")
+    assert not errors, "\n".join(errors[:20])
+
+
+def test_no_server_errors_with_auth(app_for, session_factory):
+    from core.database import session_scope
+    from core.tenancy import create_api_key, get_or_create_tenant
+
+    with session_scope(session_factory) as session:
+        _, plain = create_api_key(session, get_or_create_tenant(session, "fuzz"), "fuzz")
+    calls, errors = _fuzz(app_for(auth_required=True), {"authorization": f"Bearer {plain}"})
+    print(f"schemathesis, auth required: {calls} calls, {len(errors)} 5xx")
+    assert not errors, "\n".join(errors[:20])
