@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from datetime import datetime
 
@@ -74,6 +75,15 @@ def _model_unavailable(spec: str | None) -> ApiError:
     return ApiError(422, "model_not_available", f"model {spec!r} cannot be loaded on this server")
 
 
+def _build_index(engine, collection_id: uuid.UUID, index_dim: int) -> None:
+    try:
+        service.build_prefix_index(engine, collection_id, index_dim)
+    except Exception:
+        log.warning(
+            "prefix index of collection %s not built; searches stay exact", collection_id, exc_info=True
+        )
+
+
 def _out(session: Session, collection: Collection) -> CollectionOut:
     docs = session.execute(select(func.count()).where(Document.collection_id == collection.id)).scalar_one()
     chunks = session.execute(select(func.count()).where(Chunk.collection_id == collection.id)).scalar_one()
@@ -117,7 +127,12 @@ def create_collection(
     except IntegrityError:
         raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists") from None
     session.commit()
-    service.build_prefix_index(state.engine, collection.id, collection.index_dim)
+    # NOTE: in the background: CREATE INDEX CONCURRENTLY waits for every older transaction of the
+    # database to end (a long answer, a model load), and the collection is usable meanwhile (its
+    # searches run exact until the index exists).
+    threading.Thread(
+        target=_build_index, args=(state.engine, collection.id, collection.index_dim), daemon=True
+    ).start()
     return _out(session, collection)
 
 

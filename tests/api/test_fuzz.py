@@ -32,7 +32,7 @@ def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
         )
         def run(case) -> None:
             nonlocal calls
-            response = case.call(headers=headers)
+            response = case.call(headers=headers, timeout=300)  # the first LLM call loads the engine
             calls += 1
             if response.status_code >= 500:
                 errors.append(
