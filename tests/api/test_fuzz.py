@@ -6,6 +6,7 @@ hundred calls); a larger run: `GROUNDWORK_FUZZ_EXAMPLES=500 ./dev.sh test tests/
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -45,19 +46,22 @@ def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
 
 @pytest.fixture(scope="module")
 def app_for(broker_settings):
-    states = []
+    """Apps on one shared state (one database pool, one engine: the first chat loads it), small."""
+    engine = broker_settings.engine.model_copy(update={"kv_cache_memory_gb": 0.1, "cpu_packed_rows": 0})
+    base = build_state(broker_settings.model_copy(update={"engine": engine}))
 
     def make(**update):
-        settings_ = broker_settings.model_copy(update=update)
-        state = build_state(settings_)
-        states.append(state)
-        app = create_app(settings_, state)
+        state = dataclasses.replace(base, settings=base.settings.model_copy(update=update))
+        state.extras = base.extras  # NOTE: shared, so that both apps use one engine
+        app = create_app(state.settings, state)
         app.state.groundwork = state  # schemathesis calls the ASGI app without its lifespan
         return app
 
     yield make
-    for state in states:
-        state.engine.dispose()
+    for closer in base.extras.values():
+        if hasattr(closer, "shutdown"):
+            closer.shutdown()
+    base.engine.dispose()
 
 
 def test_no_server_errors_without_auth(app_for):
