@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError
 from api.state import AppState
 from core.database import session_scope
 from core.settings import Settings
-from core.tenancy import authenticate
+from core.tenancy import SCOPES, authenticate, scope_to_tenant
 
 DEFAULT_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
+
+
+def unauthorized(message: str) -> ApiError:
+    """401 with the challenge RFC 6750 asks for."""
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": 'Bearer realm="groundwork"'})
 
 
 def get_state(request: Request) -> AppState:
@@ -37,26 +44,76 @@ def get_session(state: StateDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# NOTE: scope="function" commits when the route returns, before the response is sent. FastAPI >= 0.118
+# otherwise runs the exit after sending: a client could see 201 for a row that is not committed yet
+# (or never is, if the commit then fails).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def get_current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> uuid.UUID:
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the tenant, the API key (None without one, auth off) and what it may do."""
+
+    tenant_id: uuid.UUID
+    key_id: uuid.UUID | None
+    scopes: frozenset[str]
+
+
+# Declares the bearer scheme in the OpenAPI document; the header is parsed below.
+_bearer = HTTPBearer(auto_error=False, description="An API key: `groundwork keys create <name>`.")
+
+
+def get_principal(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
     header = request.headers.get("authorization", "")
+    principal = Principal(DEFAULT_TENANT_ID, None, frozenset(SCOPES))
     if not header:
         if settings.auth_required:
-            raise ApiError(401, "unauthorized", "an API key is required: Authorization: Bearer <key>")
-        return DEFAULT_TENANT_ID
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key:
-        raise ApiError(401, "unauthorized", "malformed Authorization header; expected 'Bearer <key>'")
-    tenant_id = authenticate(session, key.strip())
-    session.commit()  # records the key's use and frees the connection for the rest of the request
-    if tenant_id is not None:
-        return tenant_id
-    if settings.auth_required:
-        raise ApiError(401, "unauthorized", "unknown or revoked API key")
-    # Auth off: clients that always send some key (the OpenAI SDK does) act as the default tenant.
-    return DEFAULT_TENANT_ID
+            raise unauthorized("an API key is required: Authorization: Bearer <key>")
+    else:
+        scheme, _, plain = header.partition(" ")
+        if scheme.lower() != "bearer" or not plain:
+            raise unauthorized("malformed Authorization header; expected 'Bearer <key>'")
+        key = authenticate(session, plain.strip())
+        session.commit()  # records the key's use and frees the connection for the rest of the request
+        if key is not None:
+            principal = Principal(key.tenant_id, key.id, frozenset(key.scopes))
+        elif settings.auth_required:
+            raise unauthorized("unknown, revoked or expired API key")
+        # Auth off: clients that always send some key (the OpenAI SDK does) act as the default tenant.
+    scope_to_tenant(session, principal.tenant_id)
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
+
+
+def _require(principal: Principal, scope: str) -> None:
+    if scope not in principal.scopes:
+        raise ApiError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
+
+
+def get_current_tenant(request: Request, principal: CurrentPrincipal) -> uuid.UUID:
+    """The caller's tenant; reading needs the `read` scope, any other method `write`."""
+    _require(principal, "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write")
+    return principal.tenant_id
+
+
+def get_reading_tenant(principal: CurrentPrincipal) -> uuid.UUID:
+    """For POST routes that only read (search, ask, chat): the `read` scope is enough."""
+    _require(principal, "read")
+    return principal.tenant_id
+
+
+def get_admin(principal: CurrentPrincipal) -> Principal:
+    _require(principal, "admin")
+    return principal
 
 
 CurrentTenant = Annotated[uuid.UUID, Depends(get_current_tenant)]
+ReadingTenant = Annotated[uuid.UUID, Depends(get_reading_tenant)]
+AdminPrincipal = Annotated[Principal, Depends(get_admin)]

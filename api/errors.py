@@ -9,9 +9,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from core.database import DatabaseNotReady
+from inference.protocol import EngineOverloadedError, InvalidRequestError
+
 log = logging.getLogger(__name__)
+
+# How long clients wait before retrying while the database is unreachable (a restart takes seconds).
+DATABASE_RETRY_AFTER_S = 5
 
 
 class ApiError(Exception):
@@ -42,6 +50,39 @@ def _code_for(status: int) -> str:
         return "error"
 
 
+def is_database_outage(exc: BaseException) -> bool:
+    """The database is down or refusing connections (not a bad query)."""
+    if isinstance(exc, OperationalError | PoolTimeoutError | DatabaseNotReady):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def classify(exc: BaseException) -> ApiError:
+    """The client-facing error for any exception a route or a stream raises; details go to the logs."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, InvalidRequestError):
+        return ApiError(400, "invalid_request", str(exc))
+    if isinstance(exc, EngineOverloadedError):
+        retry = max(1, round(exc.retry_after_s))
+        return ApiError(
+            503,
+            "engine_overloaded",
+            "the generator is at capacity; retry later",
+            headers={"Retry-After": str(retry)},
+        )
+    if is_database_outage(exc):
+        log.warning("database unavailable: %s: %s", type(exc).__name__, exc)
+        return ApiError(
+            503,
+            "database_unavailable",
+            "the database is unavailable; retry later",
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
+    log.error("unhandled error", exc_info=exc)
+    return ApiError(500, "internal_error", f"internal error: {type(exc).__name__}")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -64,6 +105,18 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(422, "validation_error", f"{where}: {first['msg']}", errors)
 
     @app.exception_handler(Exception)
-    async def _unhandled(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error")
-        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+    async def _classified(_: Request, exc: Exception) -> JSONResponse:
+        err = classify(exc)
+        return error_response(err.status, err.code, err.message, err.details, err.headers)
+
+    # NOTE: registered by class too, so that they are answered inside the middleware stack (with
+    # the request id header) instead of by Starlette's outermost server-error handler.
+    for kind in (
+        InvalidRequestError,
+        EngineOverloadedError,
+        OperationalError,
+        DBAPIError,
+        PoolTimeoutError,
+        DatabaseNotReady,
+    ):
+        app.add_exception_handler(kind, _classified)

@@ -9,6 +9,7 @@ from api.state import AppState
 from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
 from inference.protocol import EngineClient
 from retrieval.backends import start_local_engine
+from retrieval.salting import SaltedChat, SaltedEngine
 
 _build_lock = threading.Lock()
 
@@ -24,12 +25,14 @@ def local_engine(state: AppState) -> EngineClient:
     return state.extras["engine"]
 
 
-def chat_backend(state: AppState) -> ChatBackend:
+def chat_backend(state: AppState, cache_salt: str | None = None) -> ChatBackend:
+    """The generator; with `cache_salt` (the tenant), every call it makes is salted."""
     settings = state.settings
     if settings.engine.llm_base_url:
         backend = state.extras.get("remote_backend")
         if backend is None:
             backend = RemoteChatBackend(settings.engine.llm_base_url, settings.llm_model)
             state.extras["remote_backend"] = backend
-        return backend
-    return LocalChatBackend(local_engine(state))
+        return SaltedChat(backend, cache_salt) if cache_salt else backend
+    engine = local_engine(state)
+    return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)

@@ -12,12 +12,13 @@ from fastapi import FastAPI, Request
 
 from api import metrics
 from api.errors import install_error_handlers
-from api.routers import ask, chat, collections, documents, health, jobs, search
+from api.routers import ask, chat, collections, documents, health, jobs, keys, search
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings
 from core.telemetry import request_id_var
+from core.tenancy import install_tenant_scoping
 from ingestion.celery_app import create_celery
 
 log = logging.getLogger("groundwork.api")
@@ -28,11 +29,13 @@ def build_state(settings: Settings, database: DatabaseHandle | None = None) -> A
     database = database or open_database(settings)
     engine = make_engine(database.url)
     pgvector_version = check_database(engine)
+    sessions = make_session_factory(engine)
+    install_tenant_scoping(sessions)  # row-level security for every tenant transaction
     return AppState(
         settings=settings,
         database=database,
         engine=engine,
-        sessions=make_session_factory(engine),
+        sessions=sessions,
         celery=create_celery(settings, database.url),
         pgvector_version=pgvector_version,
     )
@@ -68,6 +71,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         finally:
             request_id_var.reset(token)
         response.headers["x-request-id"] = rid
+        response.headers.update(getattr(request.state, "rate_limit_headers", None) or {})
         log.info(
             "request",
             extra={
@@ -89,6 +93,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         search.router,
         ask.router,
         chat.router,
+        keys.router,
     ):
         app.include_router(router)
     return app

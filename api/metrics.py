@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -13,6 +13,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from api.deps import SessionDep, SettingsDep, get_admin, get_principal
 from api.state import AppState
 
 router = APIRouter(tags=["metrics"])
@@ -61,9 +62,15 @@ def record_ask(state: AppState, usage: dict, timings: dict) -> None:
             metrics.latency.labels(stage.removesuffix("_ms")).observe(timings[stage] / 1000)
 
 
-@router.get("/metrics")
+def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep) -> None:
+    """Metrics cover every tenant: with auth required, only an `admin` key reads them."""
+    if settings.auth_required:
+        get_admin(get_principal(request, session, settings, None))
+
+
+@router.get("/metrics", dependencies=[Depends(_metrics_reader)])
 def metrics(request: Request) -> Response:
-    """Prometheus metrics of the platform API."""
+    """Prometheus metrics of the platform API (an admin key when auth is required)."""
     state: AppState = request.app.state.groundwork
     registry = state.extras.setdefault("metrics", PlatformMetrics()).registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

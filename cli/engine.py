@@ -36,6 +36,9 @@ def serve(
     model: str = typer.Option(None, "--model", help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
     port: int = typer.Option(8001, help="Port to listen on (the platform API uses settings.api_port)."),
+    api_key: str = typer.Option(
+        None, "--api-key", envvar="GROUNDWORK_ENGINE_API_KEY", help="Require this bearer key on /v1 routes."
+    ),
 ) -> None:
     """Serve the model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /metrics)."""
     from inference.server import create_app
@@ -45,7 +48,8 @@ def serve(
     engine = _load_engine(model, settings)
     engine.start()
     try:
-        uvicorn.run(create_app(engine, engine.model_name), host=host, port=port, log_config=None)
+        app = create_app(engine, engine.model_name, api_key=api_key)
+        uvicorn.run(app, host=host, port=port, log_config=None)
     finally:
         engine.shutdown()
 

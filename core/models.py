@@ -20,9 +20,18 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ALL_SCOPES = '["admin", "write", "read"]'
+
+
+def _tenant_column() -> Mapped[uuid.UUID]:
+    """Migration 0005_hardening: the owning tenant, denormalised so that row-level security can key
+    on it (filled from the collection by a trigger when an insert leaves it out)."""
+    return mapped_column(ForeignKey("tenants.id", ondelete="CASCADE", name=None), index=True)
 
 
 class Base(DeclarativeBase):
@@ -78,6 +87,11 @@ class ApiKey(_Timestamps, Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Migration 0005_hardening: what the key may do (read, write, admin) and when it stops working.
+    scopes: Mapped[list] = mapped_column(
+        JSONB, default=lambda: ["admin", "write", "read"], server_default=text(f"'{ALL_SCOPES}'::jsonb")
+    )
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
@@ -111,6 +125,7 @@ class Document(_Timestamps, Base):
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
     collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    tenant_id: Mapped[uuid.UUID] = _tenant_column()
     source_id: Mapped[str] = mapped_column(String(1000))
     title: Mapped[str] = mapped_column(String(1000), default="")
     mime_type: Mapped[str | None] = mapped_column(String(200))
@@ -143,6 +158,7 @@ class Chunk(Base):
     document_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
     # Denormalised so that search filters on one column and an index can be partial per collection.
     collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    tenant_id: Mapped[uuid.UUID] = _tenant_column()
     ordinal: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     text_hash: Mapped[str] = mapped_column(String(64))
@@ -167,6 +183,7 @@ class IngestionJob(_Timestamps, Base):
     collection_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("collections.id", ondelete="CASCADE"), index=True
     )
+    tenant_id: Mapped[uuid.UUID] = _tenant_column()
     status: Mapped[JobStatus] = mapped_column(_enum(JobStatus, "job_status"))
     # Per-stage counters, e.g. {"parsing": {"done": 3, "failed": 1}, ...}.
     stages: Mapped[dict] = mapped_column(JSONB, default=dict)
@@ -177,6 +194,9 @@ class IngestionJob(_Timestamps, Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
+    # Migration 0005_hardening, the outbox flag: None until the job's messages reached the broker;
+    # the reaper re-sends queued documents of jobs left unsent (ingestion/recovery.py).
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Conversation(_Timestamps, Base):

@@ -58,9 +58,13 @@ def create_celery(settings: Settings, database_url: str) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_track_started=True,
+        # Results are never read (progress lives in the database) except the health task's.
+        task_ignore_result=True,
         broker_connection_retry_on_startup=True,
-        result_extended=True,
+        # NOTE: a hung parser must not hold a worker forever (the heartbeat would keep it "alive"):
+        # the soft limit fails the current document, the hard limit kills the process.
+        task_soft_time_limit=settings.ingestion.task_soft_time_limit_s,
+        task_time_limit=settings.ingestion.task_time_limit_s,
         # NOTE: the SQLAlchemy transport hands every transport option to create_engine(), so
         # only Redis gets them.
         broker_transport_options={"visibility_timeout": 3600} if broker.startswith("redis") else {},

@@ -38,7 +38,8 @@ def create_collection(
     index_dim: int | None = None,
     description: str = "",
 ) -> Collection:
-    """Insert the collection and its (empty) prefix index in the caller's transaction."""
+    """Insert the collection in the caller's transaction; after the commit, the caller builds its
+    (empty) prefix index with `build_prefix_index`."""
     embedding_dim = get_embedder(embedding_model).dim
     return insert_collection(
         session,
@@ -49,12 +50,14 @@ def create_collection(
         index_dim=resolve_index_dim(index_dim, embedding_dim),
         chunking=chunking.model_dump(),
         description=description,
+        create_index=False,
     )
 
 
 def change_index_dim(session: Session, collection: Collection, index_dim: int) -> int:
     """Re-derive every chunk's prefix at `index_dim` from the stored full vectors and drop the old
-    index; returns chunks updated. The caller commits, then calls `build_prefix_index`.
+    index; returns chunks updated. The caller drops the old index first (`drop_prefix_index`),
+    commits, then calls `build_prefix_index`.
 
     NOTE: the index cannot be rebuilt in this transaction: a plain CREATE INDEX also indexes the
     row versions this transaction replaced, whose old-length prefixes fail the `vector(D)` cast.
@@ -66,7 +69,6 @@ def change_index_dim(session: Session, collection: Collection, index_dim: int) -
     session.execute(select(Collection.id).where(Collection.id == collection.id).with_for_update())
     if index_dim == collection.index_dim:
         return 0
-    session.execute(text(f"DROP INDEX IF EXISTS {prefix_index_name(collection.id)}"))
     table = Chunk.__table__
     set_prefix = (
         update(table).where(table.c.id == bindparam("chunk_id")).values(embedding_prefix=bindparam("prefix"))
@@ -88,6 +90,11 @@ def change_index_dim(session: Session, collection: Collection, index_dim: int) -
     return updated
 
 
+# NOTE: index DDL on the shared `chunks` table runs CONCURRENTLY, outside any transaction, on the
+# owner's connection: a plain CREATE/DROP INDEX takes a lock that stalls every tenant's writes (and
+# DROP every tenant's searches) for its duration. Only this collection's searches run exact meanwhile.
+
+
 def build_prefix_index(engine: Engine, collection_id: uuid.UUID, index_dim: int) -> None:
     """CREATE INDEX CONCURRENTLY outside any transaction; a failed build leaves no invalid index."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -98,9 +105,16 @@ def build_prefix_index(engine: Engine, collection_id: uuid.UUID, index_dim: int)
             raise
 
 
-def check_model_change(session: Session, collection: Collection, embedding_model: str) -> None:
+def drop_prefix_index(engine: Engine, collection_id: uuid.UUID) -> None:
+    """DROP INDEX CONCURRENTLY outside any transaction."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {prefix_index_name(collection_id)}"))
+
+
+def check_model_change(session: Session, collection: Collection, embedding_model: str) -> bool:
+    """Switch an empty collection's model; True if its index must be rebuilt (after the commit)."""
     if embedding_model == collection.embedding_model:
-        return
+        return False
     has_docs = session.execute(
         select(Document.id).where(Document.collection_id == collection.id).limit(1)
     ).first()
@@ -111,11 +125,5 @@ def check_model_change(session: Session, collection: Collection, embedding_model
         )
     collection.embedding_model = embedding_model
     collection.embedding_dim = get_embedder(embedding_model).dim
-    new_dim = min(collection.index_dim, collection.embedding_dim)
-    session.execute(text(f"DROP INDEX IF EXISTS {prefix_index_name(collection.id)}"))
-    collection.index_dim = new_dim
-    session.execute(text(prefix_index_ddl(collection.id, new_dim)))
-
-
-def drop_collection_index(session: Session, collection_id: uuid.UUID) -> None:
-    session.execute(text(f"DROP INDEX IF EXISTS {prefix_index_name(collection_id)}"))
+    collection.index_dim = min(collection.index_dim, collection.embedding_dim)
+    return True

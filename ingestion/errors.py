@@ -4,7 +4,22 @@ transient one is retried with backoff (the database or broker hiccuped, the docu
 
 
 class PermanentError(Exception):
-    """This document can never be ingested as it is (corrupt, unsupported, empty, too large)."""
+    """This document can never be ingested as it is (corrupt, unsupported, empty, too large).
+
+    The tenant sees `reason`: a stable code and a short message, never raw exception text (which
+    may name server paths or library internals; that goes to the worker's log).
+    """
+
+    def __init__(self, message: str, code: str = "unprocessable") -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def reason(self) -> str:
+        return f"{self.code}: {self}"
+
+
+INTERNAL_ERROR = "internal_error: the document could not be processed (details in the worker's log)"
 
 
 class TransientError(Exception):

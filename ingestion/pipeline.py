@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,11 +28,12 @@ from core.settings import Settings
 from ingestion import state
 from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkDraft, ChunkingConfig, chunk_document
-from ingestion.errors import PermanentError, is_transient
+from ingestion.errors import INTERNAL_ERROR, PermanentError, is_transient
 from ingestion.parsers import ParsedDocument, parse
 from retrieval.embedding import Embedder, get_embedder, matryoshka_prefix
 
 log = logging.getLogger(__name__)
+TIMEOUT = "parse_timeout: processing took longer than the task time limit"
 
 
 def text_hash(text: str) -> str:
@@ -134,8 +136,11 @@ def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
     except FileNotFoundError:
         data = None
     if data is None:
-        raise PermanentError("the uploaded bytes are missing from the blob store; upload the file again")
-    parsed = parse(data, claim.filename, int(ctx.settings.ingestion.max_file_mb * 1e6))
+        raise PermanentError(
+            "the uploaded bytes are missing from the blob store; upload the file again", "blob_missing"
+        )
+    knobs = ctx.settings.ingestion
+    parsed = parse(data, claim.filename, int(knobs.max_file_mb * 1e6), int(knobs.max_unpacked_mb * 1e6))
     return Prepared(claim, parsed, [], {"parse": time.perf_counter() - t0})
 
 
@@ -146,11 +151,12 @@ def _chunk(ctx: PipelineContext, item: Prepared) -> None:
     if embedder.dim != claim.embedding_dim:
         raise PermanentError(
             f"model {claim.embedding_model!r} now yields {embedder.dim}-dim vectors but the collection "
-            f"holds {claim.embedding_dim}-dim ones; models cannot be mixed in a collection"
+            f"holds {claim.embedding_dim}-dim ones; models cannot be mixed in a collection",
+            "model_mismatch",
         )
     item.drafts = chunk_document(item.parsed, ChunkingConfig(**claim.chunking), embedder)
     if not item.drafts:
-        raise PermanentError("no text to index")
+        raise PermanentError("no text to index", "no_text")
     item.seconds["chunk"] = time.perf_counter() - t0
 
 
@@ -218,7 +224,10 @@ def _isolated(ctx: PipelineContext, claim: state.Claim, outcomes: dict, step: Ca
         step()
         return True
     except PermanentError as exc:
-        outcomes[claim.document_id] = _fail(ctx, claim, str(exc))
+        outcomes[claim.document_id] = _fail(ctx, claim, exc.reason)
+    except SoftTimeLimitExceeded:
+        log.warning("document %s: task time limit reached", claim.document_id)
+        outcomes[claim.document_id] = _fail(ctx, claim, TIMEOUT)
     except state.Superseded:
         outcomes[claim.document_id] = "superseded"
         _discard_orphan_blob(ctx, claim.blob_key)
@@ -226,7 +235,7 @@ def _isolated(ctx: PipelineContext, claim: state.Claim, outcomes: dict, step: Ca
         if is_transient(exc):
             raise
         log.exception("document %s: unexpected error", claim.document_id)
-        outcomes[claim.document_id] = _fail(ctx, claim, f"internal error: {type(exc).__name__}: {exc}"[:2000])
+        outcomes[claim.document_id] = _fail(ctx, claim, INTERNAL_ERROR)
     return False
 
 

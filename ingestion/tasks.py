@@ -13,7 +13,7 @@ from celery.signals import worker_ready, worker_shutdown
 
 from core.database import make_engine, make_session_factory, session_scope
 from ingestion import state
-from ingestion.errors import is_transient
+from ingestion.errors import INTERNAL_ERROR, is_transient
 from ingestion.pipeline import PipelineContext, process_documents
 from ingestion.recovery import Reaper
 from ingestion.uploads import INGEST_TASK, enqueue
@@ -39,7 +39,7 @@ def _context(app=None) -> PipelineContext:
     return _CONTEXTS[pid]
 
 
-@shared_task(name="groundwork.health")
+@shared_task(name="groundwork.health", ignore_result=False)
 def health() -> dict:
     """Proves a worker consumes from the broker (used by /readyz and the tests)."""
     return {"ok": True, "pid": os.getpid(), "host": socket.gethostname()}
@@ -59,8 +59,11 @@ def ingest_documents(self, job_id: str, document_ids: list[str]) -> dict[str, st
             log.warning("job %s: transient %s, retry in %.1fs", job_id, type(exc).__name__, countdown)
             raise self.retry(exc=exc, countdown=countdown) from None
         log.exception("job %s: documents failed", job_id)
-        what = "gave up after retries" if is_transient(exc) else "internal error"
-        reason = f"{what}: {type(exc).__name__}: {exc}"[:2000]
+        reason = (
+            "retries_exhausted: a service the pipeline needs stayed unavailable; requeue the job"
+            if is_transient(exc)
+            else INTERNAL_ERROR
+        )
         with session_scope(ctx.sessions) as session:
             # Only documents this task still holds are failed; indexed ones are terminal already.
             outcomes = {

@@ -9,31 +9,46 @@ re-sends (ingestion/recovery.py).
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
 from dataclasses import dataclass, field
 
 from celery import Celery
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
 
+from core.database import session_scope
 from core.models import Chunk, Collection, Document, DocumentStatus, IngestionJob, JobStatus
 from core.settings import Settings
-from ingestion.blobs import BlobStore
+from ingestion.blobs import BlobStore, Staged
 from ingestion.state import IN_PROGRESS, release_from_job
 
 INGEST_TASK = "groundwork.ingest.documents"
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Upload:
     filename: str
-    data: bytes
+    data: bytes = b""
     source_id: str | None = None
     metadata: dict = field(default_factory=dict)
     size: int | None = None  # the real size when `data` was cut at the limit
+    # The API streams uploads into the blob store first (BlobStore.put_stream); `data` is then empty.
+    staged: Staged | None = None
 
     def __post_init__(self) -> None:
+        if self.staged is not None:
+            self.size = max(self.size or 0, self.staged.size)
         self.size = self.size or len(self.data)
+
+    @property
+    def digest(self) -> str:
+        return self.staged.digest if self.staged else hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def blank(self) -> bool:
+        return self.staged.blank if self.staged else not self.data.strip()
 
 
 @dataclass
@@ -79,6 +94,7 @@ def create_batch(
     for i, upload in enumerate(uploads):
         source_id = upload.source_id or upload.filename
         if last_of_source[source_id] != i:
+            _discard_staged(batch, upload)
             batch.outcomes.append(
                 UploadOutcome(
                     upload.filename,
@@ -104,16 +120,20 @@ def _accept(
     source_id: str,
     max_bytes: int,
 ) -> UploadOutcome:
-    digest = hashlib.sha256(upload.data).hexdigest()
+    digest = upload.digest
     doc = session.execute(
         select(Document)
         .where(Document.collection_id == collection.id, Document.source_id == source_id)
         .with_for_update()
     ).scalar_one_or_none()
+    too_large, empty = upload.size > max_bytes, upload.blank
     if doc is not None and doc.content_hash == digest and doc.status != DocumentStatus.failed:
+        _discard_staged(batch, upload)
         return UploadOutcome(upload.filename, source_id, "unchanged", doc.id, doc.version)
-    duplicate = _live_duplicate(session, collection.id, digest, source_id)
+    # NOTE: empty files are not deduplicated: each one is reported as what it is.
+    duplicate = None if empty or too_large else _live_duplicate(session, collection.id, digest, source_id)
     if duplicate is not None:
+        _discard_staged(batch, upload)
         return UploadOutcome(
             upload.filename,
             source_id,
@@ -121,7 +141,6 @@ def _accept(
             duplicate.id,
             reason=f"same content as {duplicate.source_id!r}",
         )
-    too_large = upload.size > max_bytes
     if doc is None:
         doc = Document(collection_id=collection.id, source_id=source_id, version=1, attempts=0)
         session.add(doc)
@@ -137,20 +156,58 @@ def _accept(
     doc.metadata_ = {**upload.metadata, "filename": upload.filename}
     doc.claimed_by, doc.heartbeat_at, doc.attempts, doc.error = None, None, 0, None
     job.documents_total += 1
-    if too_large:
+    if too_large or empty:
         # NOTE: rejected here, before storing the bytes, yet reported like any failed document.
-        limit = max_bytes / 1e6
+        _discard_staged(batch, upload)
         doc.status, doc.blob_key = DocumentStatus.failed, None
         session.execute(delete(Chunk).where(Chunk.document_id == doc.id))
-        doc.error = f"file too large: {upload.size / 1e6:.1f} MB, over the {limit:.1f} MB limit"
+        doc.error = (
+            f"file_too_large: file too large: {upload.size / 1e6:.1f} MB, "
+            f"over the {max_bytes / 1e6:.1f} MB limit"
+            if too_large
+            else "empty_file: empty file"
+        )
         job.documents_failed += 1
         session.flush()
         return UploadOutcome(upload.filename, source_id, "failed", doc.id, doc.version, doc.error)
-    doc.status, doc.blob_key = DocumentStatus.queued, blobs.put(upload.data)
+    key = upload.staged.key if upload.staged else blobs.put(upload.data)
+    doc.status, doc.blob_key = DocumentStatus.queued, key
     session.flush()
     batch.queued.append(doc.id)
     batch.sizes.append(upload.size)
     return UploadOutcome(upload.filename, source_id, "queued", doc.id, doc.version)
+
+
+def send_job(
+    celery: Celery,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    job_id: uuid.UUID,
+    document_ids: list[uuid.UUID],
+    sizes: list[int] | None = None,
+) -> bool:
+    """Enqueue the committed job's documents and mark the job sent (its outbox flag). A broker
+    failure is logged and swallowed: the job stays unsent and the reaper sends it later, so the
+    caller (an upload that already committed) still succeeds."""
+    try:
+        enqueue(celery, settings, job_id, document_ids, sizes)
+    except Exception:
+        log.warning("job %s: enqueue failed; the reaper will send it", job_id, exc_info=True)
+        return False
+    mark_sent(sessions, [job_id])
+    return True
+
+
+def mark_sent(sessions: sessionmaker[Session], job_ids: list[uuid.UUID]) -> None:
+    with session_scope(sessions) as session:
+        session.execute(
+            update(IngestionJob).where(IngestionJob.id.in_(job_ids)).values(enqueued_at=func.now())
+        )
+
+
+def _discard_staged(batch: Batch, upload: Upload) -> None:
+    if upload.staged is not None and upload.staged.key is not None:
+        batch.stale_blobs.append(upload.staged.key)
 
 
 def enqueue(

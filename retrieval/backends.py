@@ -7,6 +7,7 @@ from core.settings.retrieval import RetrievalConfig
 from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
 from inference.protocol import EngineClient
 from retrieval.llm import EngineJudge, RelevanceJudge, RemoteJudge
+from retrieval.salting import SaltedChat, SaltedEngine
 
 
 def llm_url(settings: Settings) -> str | None:
@@ -34,15 +35,20 @@ def start_local_engine(settings: Settings) -> EngineClient:
 
 
 def llm_backends(
-    settings: Settings, engine: EngineClient | None = None
+    settings: Settings, engine: EngineClient | None = None, cache_salt: str | None = None
 ) -> tuple[ChatBackend | None, RelevanceJudge | None]:
     """The configured URL if any, else the caller's in-process engine, else none (the stages that
-    need an LLM are then skipped, and say so in debug output)."""
+    need an LLM are then skipped, and say so in debug output). A tenant's calls pass its
+    `cache_salt` (see retrieval/salting.py)."""
     url = llm_url(settings)
     if url:
         model = settings.retrieval.llm_model or settings.llm_model
         key = settings.retrieval.llm_api_key or "none"
-        return RemoteChatBackend(url, model, key), RemoteJudge(url, model, key)
+        chat: ChatBackend = RemoteChatBackend(url, model, key)
+        return (SaltedChat(chat, cache_salt) if cache_salt else chat), RemoteJudge(
+            url, model, key, cache_salt
+        )
     if engine is not None:
+        engine = SaltedEngine(engine, cache_salt) if cache_salt else engine
         return LocalChatBackend(engine), EngineJudge(engine)
     return None, None

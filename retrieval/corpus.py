@@ -35,8 +35,10 @@ def create_collection(
     retrieval: dict | None = None,
     chunking: dict | None = None,
     description: str = "",
+    create_index: bool = True,
 ) -> Collection:
-    """A collection with its partial HNSW prefix index (committed by the caller)."""
+    """A collection with its partial HNSW prefix index (committed by the caller). Without
+    `create_index`, the caller builds the index after the commit (ingestion.collections)."""
     collection = Collection(
         tenant_id=tenant_id,
         name=name,
@@ -49,7 +51,8 @@ def create_collection(
     )
     session.add(collection)
     session.flush()
-    session.execute(text(prefix_index_ddl(collection.id, index_dim)))
+    if create_index:
+        session.execute(text(prefix_index_ddl(collection.id, index_dim)))
     return collection
 
 

@@ -9,13 +9,15 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Scalar = str | int | float | bool
 
 
 class SearchFilters(BaseModel):
     """Every field narrows the result; all given fields must hold (AND)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not a no-op
 
     document_ids: list[uuid.UUID] | None = Field(default=None, description="Only these documents.")
     source_ids: list[str] | None = Field(default=None, description="Only documents with these source ids.")

@@ -53,11 +53,14 @@ class EngineJudge:
 class RemoteJudge:
     """Any OpenAI-compatible server that returns `top_logprobs` (vLLM, SGLang, `groundwork engine serve`)."""
 
-    def __init__(self, base_url: str, model_name: str, api_key: str = "none") -> None:
+    def __init__(
+        self, base_url: str, model_name: str, api_key: str = "none", cache_salt: str | None = None
+    ) -> None:
         from openai import AsyncOpenAI
 
         self.client = AsyncOpenAI(base_url=base_url, api_key=api_key)
         self.model_name = model_name
+        self.cache_salt = cache_salt  # vLLM and our server isolate prefix caches by it
 
     async def verdict(self, messages: list[dict]) -> tuple[float, float]:
         response = await self.client.chat.completions.create(
@@ -67,6 +70,7 @@ class RemoteJudge:
             temperature=0.0,
             logprobs=True,
             top_logprobs=20,
+            extra_body={"cache_salt": self.cache_salt} if self.cache_salt else None,
         )
         content = response.choices[0].logprobs.content if response.choices[0].logprobs else None
         top = {t.token: t.logprob for t in content[0].top_logprobs} if content else {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -19,6 +19,8 @@ from retrieval.pipeline import Encoder, SearchPipeline, SearchResult, default_en
 
 
 class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not a no-op
+
     query: str = Field(min_length=1, max_length=10_000, description="What to search for.")
     top_k: int | None = Field(default=None, ge=1, le=1000, description="Results to return.")
     mode: SearchMode | None = Field(default=None, description="bm25, dense or hybrid.")

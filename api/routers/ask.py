@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,12 +14,16 @@ from sqlalchemy.orm import Session
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
-from api.deps import CurrentTenant, StateDep
+from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.metrics import record_ask
+from api.ratelimit import RateLimit, charging
 from api.routers.collections import get_collection
 from api.state import AppState
+from api.streaming import ending_with_error_event, sse
+from api.validation import Seed, check_retrieval_options
+from core.tenancy import scope_to_tenant
 from retrieval.service import SearchRequest
 
 router = APIRouter(prefix="/v1", tags=["ask"])
@@ -29,7 +32,7 @@ router = APIRouter(prefix="/v1", tags=["ask"])
 class Generation(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, le=4096)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    seed: int | None = None
+    seed: Seed | None = None
 
 
 class AskBody(BaseModel):
@@ -70,11 +73,14 @@ async def run_ask(
         if conversation is None:
             raise ApiError(404, "conversation_not_found", f"no conversation {body.conversation_id}")
     session.commit()  # release the connection until retrieval needs one (see retrieve below)
+    if "query" in body.retrieval:
+        raise ApiError(422, "invalid_retrieval", "retrieval.query: the question is the query")
     try:
-        search = SearchRequest(query=body.question, **body.retrieval)
+        search = SearchRequest.model_validate({**body.retrieval, "query": body.question})
     except ValueError as exc:
         raise ApiError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
-    backend = chat_backend(state)
+    check_retrieval_options(search.options, state.settings, "retrieval.options.")
+    backend = chat_backend(state, cache_salt=str(tenant))
 
     async def retrieve(query: str):
         found = await retrieve_sources(
@@ -107,16 +113,13 @@ async def run_ask(
         yield event
 
 
-def _sse(event: dict) -> str:
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-
-
 @router.post("/ask")
-async def ask(body: AskBody, tenant: CurrentTenant, state: StateDep):
+async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     session = state.sessions()
-    events = run_ask(state, session, tenant, body)
+    scope_to_tenant(session, tenant)
+    events = charging(run_ask(state, session, tenant, body), meter)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:
@@ -126,13 +129,13 @@ async def ask(body: AskBody, tenant: CurrentTenant, state: StateDep):
 
         async def stream() -> AsyncIterator[str]:
             try:
-                yield _sse(first)
+                yield sse(first["type"], first)
                 async for event in events:
-                    yield _sse(event)
+                    yield sse(event["type"], event)
             finally:
                 session.close()
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
     try:
         done = [event async for event in events if event["type"] == "done"][-1]
     finally:

@@ -15,13 +15,19 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.deps import CurrentTenant, StateDep
+from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.ratelimit import RateLimit, charging
 from api.routers.ask import AskBody, Generation, run_ask
 from api.state import AppState
+from api.streaming import ending_with_error_event
+from api.validation import Seed
+from core.tenancy import scope_to_tenant
+from inference.client import LocalChatBackend
+from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
 from inference.protocol import InvalidRequestError, SamplingParams
 
 router = APIRouter(prefix="/v1", tags=["chat"])
@@ -35,7 +41,9 @@ class ChatMessage(BaseModel):
 
 
 class ChatBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # NOTE: extra fields are kept so that output constraints (response_format, tools, vLLM's
+    # guided_*) are read and enforced or refused, never silently dropped.
+    model_config = ConfigDict(extra="allow")
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
@@ -44,35 +52,78 @@ class ChatBody(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1, le=4096)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
-    seed: int | None = None
+    seed: Seed | None = None
     stop: str | list[str] | None = None
+
+    def output_constraint(self) -> StructuredOutputSpec | None:
+        """The requested output constraint, validated (InvalidRequestError: 400)."""
+        return parse_structured_output(self.model_extra or {})
+
+
+def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
+    collection = body.model.removeprefix(RAG_PREFIX)
+    if not collection:
+        raise ApiError(400, "model_not_found", "model 'rag/' names no collection: use rag/<collection>")
+    try:
+        return AskBody(
+            question=body.messages[-1].content,
+            collection=collection,
+            generation=Generation(max_tokens=max_tokens, temperature=body.temperature, seed=body.seed),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first["loc"]
+        where = "messages[-1].content" if loc[:1] == ("question",) else ".".join(map(str, loc))
+        raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
 
 
 async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIterator[dict]:
     """Pipeline-shaped events (`token`..., `done`) for either kind of model."""
     max_tokens = body.max_completion_tokens or body.max_tokens
+    try:
+        constraint = body.output_constraint()
+    except InvalidRequestError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from exc
     if body.model.startswith(RAG_PREFIX):
         if body.messages[-1].role != "user":
             raise ApiError(400, "invalid_messages", "the last message must be the user's question")
+        if constraint is not None:
+            raise ApiError(
+                400,
+                "unsupported_constraint",
+                "rag/ models answer in text with citations; "
+                "response_format, tools and guided_* are not supported for them",
+            )
         turns = [m.model_dump() for m in body.messages[:-1] if m.role != "system"]
-        ask = AskBody(
-            question=body.messages[-1].content,
-            collection=body.model.removeprefix(RAG_PREFIX),
-            generation=Generation(max_tokens=max_tokens, temperature=body.temperature, seed=body.seed),
-        )
+        ask = _ask_body(body, max_tokens)
         session = state.sessions()
+        scope_to_tenant(session, tenant)
         try:
             async for event in run_ask(state, session, tenant, ask, history_override=turns, persist=False):
                 yield event
         finally:
             session.close()
         return
-    backend = chat_backend(state)
+    if constraint is not None and constraint.kind == "tools":
+        raise ApiError(
+            400,
+            "unsupported_constraint",
+            "tools are not supported by the platform's chat "
+            "endpoint; call the engine server (`groundwork engine serve`) for tool calls",
+        )
+    backend = chat_backend(state, cache_salt=str(tenant))
     if body.model != backend.model_name:
         raise ApiError(
             400,
             "model_not_found",
             f"unknown model {body.model!r}: use {backend.model_name!r} or rag/<collection>",
+        )
+    if constraint is not None and not isinstance(backend, LocalChatBackend):
+        raise ApiError(
+            400,
+            "unsupported_constraint",
+            "response_format and guided_* are enforced with the "
+            "in-process engine only; call the remote server directly",
         )
     stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
     params = SamplingParams(
@@ -81,6 +132,8 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
         top_p=body.top_p,
         seed=body.seed,
         stop=stop,
+        structured_output=constraint,
+        cache_salt=str(tenant),
     )
     try:
         params.validate()
@@ -107,10 +160,10 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
 
 
 @router.post("/chat/completions")
-async def chat_completions(body: ChatBody, tenant: CurrentTenant, state: StateDep):
+async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    events = _events(state, tenant, body)
+    events = charging(_events(state, tenant, body), meter)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 
@@ -126,7 +179,7 @@ async def chat_completions(body: ChatBody, tenant: CurrentTenant, state: StateDe
                     yield _chunk(cid, created, body.model, {}, event["finish_reason"], **extra)
             yield "data: [DONE]\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
     text, done = [], {}
     async for event in _prepend(first, events):
         if event["type"] == "token":

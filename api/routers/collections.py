@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
 from datetime import datetime
 
@@ -13,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
+from api.validation import check_model_allowed
 from core.models import Chunk, Collection, Document
 from core.registry import ModelNotAvailable
 from core.settings import Settings
@@ -21,6 +24,7 @@ from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkingConfig
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
+log = logging.getLogger(__name__)
 
 
 class CollectionCreate(BaseModel):
@@ -65,6 +69,21 @@ def get_collection(session: Session, tenant: uuid.UUID, ref: str) -> Collection:
     return collection
 
 
+def _model_unavailable(spec: str | None) -> ApiError:
+    # NOTE: the loader's message may name server paths; it goes to the log only.
+    log.warning("model %r cannot be loaded", spec, exc_info=True)
+    return ApiError(422, "model_not_available", f"model {spec!r} cannot be loaded on this server")
+
+
+def _build_index(engine, collection_id: uuid.UUID, index_dim: int) -> None:
+    try:
+        service.build_prefix_index(engine, collection_id, index_dim)
+    except Exception:
+        log.warning(
+            "prefix index of collection %s not built; searches stay exact", collection_id, exc_info=True
+        )
+
+
 def _out(session: Session, collection: Collection) -> CollectionOut:
     docs = session.execute(select(func.count()).where(Document.collection_id == collection.id)).scalar_one()
     chunks = session.execute(select(func.count()).where(Chunk.collection_id == collection.id)).scalar_one()
@@ -83,8 +102,9 @@ def default_chunking(settings: Settings) -> ChunkingConfig:
 
 @router.post("", status_code=201, response_model=CollectionOut)
 def create_collection(
-    body: CollectionCreate, session: SessionDep, settings: SettingsDep, tenant: CurrentTenant
+    body: CollectionCreate, session: SessionDep, settings: SettingsDep, state: StateDep, tenant: CurrentTenant
 ):
+    check_model_allowed(settings, body.embedding_model, "embedding model")
     exists = session.execute(
         select(Collection.id).where(Collection.tenant_id == tenant, Collection.name == body.name)
     ).first()
@@ -100,12 +120,19 @@ def create_collection(
             index_dim=body.index_dim or settings.ingestion.index_dim,
             description=body.description,
         )
-    except ModelNotAvailable as exc:
-        raise ApiError(422, "model_not_available", str(exc)) from None
+    except ModelNotAvailable:
+        raise _model_unavailable(body.embedding_model) from None
     except ValueError as exc:
         raise ApiError(422, "invalid_collection", str(exc)) from None
     except IntegrityError:
         raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists") from None
+    session.commit()
+    # NOTE: in the background: CREATE INDEX CONCURRENTLY waits for every older transaction of the
+    # database to end (a long answer, a model load), and the collection is usable meanwhile (its
+    # searches run exact until the index exists).
+    threading.Thread(
+        target=_build_index, args=(state.engine, collection.id, collection.index_dim), daemon=True
+    ).start()
     return _out(session, collection)
 
 
@@ -121,19 +148,28 @@ def read_collection(collection: str, session: SessionDep, tenant: CurrentTenant)
 
 
 @router.patch("/{collection}", response_model=CollectionOut)
-def update_collection(collection: str, body: CollectionUpdate, session: SessionDep, tenant: CurrentTenant):
+def update_collection(
+    collection: str, body: CollectionUpdate, session: SessionDep, state: StateDep, tenant: CurrentTenant
+):
     row = get_collection(session, tenant, collection)
+    check_model_allowed(state.settings, body.embedding_model, "embedding model")
     try:
-        if body.embedding_model is not None:
-            service.check_model_change(session, row, body.embedding_model)
-        if body.index_dim is not None:
+        if body.embedding_model is not None and service.check_model_change(
+            session, row, body.embedding_model
+        ):
+            session.commit()
+            service.drop_prefix_index(state.engine, row.id)
+            service.build_prefix_index(state.engine, row.id, row.index_dim)
+        if body.index_dim is not None and body.index_dim != row.index_dim:
+            service.resolve_index_dim(body.index_dim, row.embedding_dim)
+            service.drop_prefix_index(state.engine, row.id)
             service.change_index_dim(session, row, body.index_dim)
             session.commit()
-            service.build_prefix_index(session.get_bind(), row.id, row.index_dim)
+            service.build_prefix_index(state.engine, row.id, row.index_dim)
     except service.CollectionConflict as exc:
         raise ApiError(409, "embedding_model_conflict", str(exc)) from None
-    except ModelNotAvailable as exc:
-        raise ApiError(422, "model_not_available", str(exc)) from None
+    except ModelNotAvailable:
+        raise _model_unavailable(body.embedding_model) from None
     except ValueError as exc:
         raise ApiError(422, "invalid_collection", str(exc)) from None
     if body.description is not None:
@@ -154,9 +190,10 @@ def delete_collection(collection: str, session: SessionDep, state: StateDep, ten
         .scalars()
         .all()
     )
-    service.drop_collection_index(session, row.id)
+    row_id = row.id
     session.delete(row)
     session.commit()
+    service.drop_prefix_index(state.engine, row_id)
     blobs = BlobStore.for_data_dir(state.settings.data_dir)
     for key in keys:
         blobs.delete(key)

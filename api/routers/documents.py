@@ -13,12 +13,13 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
+from api.quotas import check_upload_quota
 from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
 from core.models import Chunk, Document, DocumentStatus
 from ingestion.blobs import BlobStore
 from ingestion.state import release_from_job
-from ingestion.uploads import Upload, create_batch, enqueue
+from ingestion.uploads import Upload, create_batch, send_job
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -109,19 +110,27 @@ def upload_documents(
         raise ApiError(422, "invalid_metadata", f"metadata is not valid JSON: {exc}") from None
     if not isinstance(extra, dict):
         raise ApiError(422, "invalid_metadata", "metadata must be a JSON object")
+    if any(not file.filename for file in files):
+        raise ApiError(422, "missing_filename", "every uploaded file needs a file name")
+    check_upload_quota(session, tenant, settings.limits, len(files), sum(f.size or 0 for f in files))
     max_bytes = int(settings.ingestion.max_file_mb * 1e6)
-    uploads = []
-    for file in files:
-        if not file.filename:
-            raise ApiError(422, "missing_filename", "every uploaded file needs a file name")
-        # NOTE: at most max_bytes + 1 bytes are read; anything longer is rejected as too large.
-        data = file.file.read(max_bytes + 1)
-        uploads.append(Upload(file.filename, data, metadata=dict(extra), size=file.size or len(data)))
-    batch = create_batch(session, BlobStore.for_data_dir(settings.data_dir), row, uploads, max_bytes)
-    session.commit()
+    blobs = BlobStore.for_data_dir(settings.data_dir)
+    # NOTE: each file goes from the request's spool file to the blob store in 1 MB pieces (at most
+    # max_bytes + 1 bytes are read; anything longer is rejected as too large): none is held whole.
+    uploads = [
+        Upload(f.filename, metadata=dict(extra), size=f.size, staged=blobs.put_stream(f.file, max_bytes))
+        for f in files
+    ]
+    try:
+        batch = create_batch(session, blobs, row, uploads, max_bytes)
+        session.commit()
+    except BaseException:
+        for upload in uploads:
+            blobs.delete(upload.staged.key)
+        raise
     for key in batch.stale_blobs:
-        BlobStore.for_data_dir(settings.data_dir).delete(key)
-    enqueue(state.celery, settings, batch.job.id, batch.queued, batch.sizes)
+        blobs.delete(key)
+    send_job(state.celery, state.sessions, settings, batch.job.id, batch.queued, batch.sizes)
     return UploadOut(job_id=batch.job.id, documents=[UploadOutcomeOut(**vars(o)) for o in batch.outcomes])
 
 

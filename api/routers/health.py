@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -12,6 +13,7 @@ from core.database import DatabaseNotReady, check_migrated
 from core.registry import ModelNotAvailable, resolve_model
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger(__name__)
 
 
 @router.get("/healthz")
@@ -45,12 +47,16 @@ async def readyz(state: StateDep) -> JSONResponse:
     for name, check in checks.items():
         try:
             results[name] = await asyncio.to_thread(check, state)
-        except (DatabaseNotReady, ModelNotAvailable) as exc:
+        except DatabaseNotReady as exc:  # our own message: what to run (e.g. `groundwork db upgrade`)
             results[name] = f"error: {exc}"
-        except Exception as exc:  # any failure to reach a dependency is "not ready"
-            results[name] = f"error: {type(exc).__name__}: {exc}"
+        except ModelNotAvailable:
+            log.warning("readyz: %s not ready", name, exc_info=True)
+            results[name] = "error: a configured model cannot be loaded (details in the server log)"
+        except Exception:  # any failure to reach a dependency is "not ready"; the text stays in the log
+            log.warning("readyz: %s not ready", name, exc_info=True)
+            results[name] = "error: unreachable (details in the server log)"
     ready = all(v == "ok" for v in results.values())
     if ready:
         return JSONResponse({"status": "ready", "checks": results})
     body = {"error": {"code": "not_ready", "message": "a dependency is not ready", "details": results}}
-    return JSONResponse(status_code=503, content=body)
+    return JSONResponse(status_code=503, content=body, headers={"Retry-After": "5"})

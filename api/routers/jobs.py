@@ -16,7 +16,7 @@ from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
 from core.models import Collection, Document, IngestionJob, JobStatus
 from ingestion import state as transitions
-from ingestion.uploads import enqueue
+from ingestion.uploads import send_job
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -86,8 +86,10 @@ def requeue_job(job_id: uuid.UUID, session: SessionDep, state: StateDep, tenant:
     document_ids = transitions.requeue_documents(session, job.id)
     if not document_ids:
         raise ApiError(409, "nothing_to_requeue", "every document of this job is indexed")
+    job.enqueued_at = None
     session.commit()
-    enqueue(state.celery, state.settings, job.id, document_ids)
+    send_job(state.celery, state.sessions, state.settings, job.id, document_ids)
+    session.refresh(job)
     return job_out(session, job)
 
 

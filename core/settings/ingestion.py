@@ -7,6 +7,10 @@ from pydantic import BaseModel, Field
 
 class IngestionSettings(BaseModel):
     max_file_mb: float = Field(default=50.0, description="Uploads larger than this fail with a reason.")
+    max_unpacked_mb: float = Field(
+        default=100.0,
+        description="A DOCX (ZIP) whose parts unpack to more than this fails as unpacked_too_large.",
+    )
     max_files_per_upload: int = Field(default=1000, description="Most files one upload request may carry.")
     chunk_strategy: Literal["fixed", "recursive", "semantic"] = Field(
         default="fixed", description="Chunker of new collections that do not choose one."
@@ -46,6 +50,21 @@ class IngestionSettings(BaseModel):
     )
     recovery_interval_s: float = Field(
         default=30.0, description="How often each worker looks for stuck jobs (0 disables the reaper)."
+    )
+    outbox_grace_s: float = Field(
+        default=15.0, description="A job whose messages are not on the broker this long after commit is sent."
+    )
+    broker_rows_max_age_s: float = Field(
+        default=3600.0,
+        description="Delivered broker rows (kombu_message) and task results older than this "
+        "are deleted by the reaper.",
+    )
+    task_soft_time_limit_s: float = Field(
+        default=600.0,
+        description="A task message still running after this fails its current document (parse_timeout).",
+    )
+    task_time_limit_s: float = Field(
+        default=660.0, description="Hard limit: the worker process is killed; recovery requeues the rest."
     )
     max_attempts: int = Field(
         default=3,

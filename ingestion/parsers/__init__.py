@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ingestion.errors import PermanentError
 from ingestion.parsers.base import ParsedDocument, Segment, TextBuilder
-from ingestion.parsers.detect import MIME, decode_text, detect_kind
+from ingestion.parsers.detect import DEFAULT_MAX_UNPACKED, MIME, decode_text, detect_kind
 
 
 def _plain_text(text: str) -> ParsedDocument:
@@ -15,14 +15,20 @@ def _plain_text(text: str) -> ParsedDocument:
     return ParsedDocument(builder.text, builder.segments, "text", MIME["text"])
 
 
-def parse(data: bytes, filename: str | None = None, max_bytes: int | None = None) -> ParsedDocument:
+def parse(
+    data: bytes,
+    filename: str | None = None,
+    max_bytes: int | None = None,
+    max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED,
+) -> ParsedDocument:
     if max_bytes is not None and len(data) > max_bytes:
         raise PermanentError(
-            f"file too large: {len(data) / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit"
+            f"file too large: {len(data) / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit",
+            "file_too_large",
         )
     if not data.strip():
-        raise PermanentError("empty file")
-    kind = detect_kind(data, filename)
+        raise PermanentError("empty file", "empty_file")
+    kind = detect_kind(data, filename, max_unpacked_bytes)
     if kind == "pdf":
         from ingestion.parsers.pdf import parse_pdf
 
@@ -46,7 +52,7 @@ def parse(data: bytes, filename: str | None = None, max_bytes: int | None = None
     else:
         doc = _plain_text(decode_text(data))
     if not doc.text.strip() or not doc.segments:
-        raise PermanentError(f"no text could be extracted from this {kind} file")
+        raise PermanentError(f"no text could be extracted from this {kind} file", "no_text")
     return doc
 
 

@@ -60,17 +60,49 @@ def _looks_binary(data: bytes) -> bool:
     return control > len(head) * 0.05
 
 
-def _zip_kind(data: bytes) -> str:
+# Unpacked size of an Office file's parts, in all; the XML parsers hold all of it (and ~10x that in
+# trees) in memory, so this bounds a worker's memory per document.
+DEFAULT_MAX_UNPACKED = 100_000_000
+# A part that unpacks to more than this many times its packed size is a decompression bomb (Word's
+# XML packs ~5-15x; the 755 KB DOCX of issue 12 unpacked 265x, to 200 MB).
+MAX_RATIO = 100
+_RATIO_FLOOR = 1_000_000  # small parts may pack better (runs of spaces) and cost nothing
+
+
+def _check_expansion(infos: list[zipfile.ZipInfo], max_unpacked: int) -> None:
+    """Refuse ZIP bombs from the central directory, before anything is inflated.
+
+    NOTE: sizes there are declared, not measured; zipfile stops inflating a member at its declared
+    size and fails its CRC check, so a member cannot unpack to more than it declares.
+    """
+    total = sum(i.file_size for i in infos)
+    if total > max_unpacked:
+        raise PermanentError(
+            f"the file unpacks to {total / 1e6:.0f} MB, over the {max_unpacked / 1e6:.0f} MB limit",
+            "unpacked_too_large",
+        )
+    for info in infos:
+        if info.file_size > _RATIO_FLOOR and info.file_size > MAX_RATIO * max(1, info.compress_size):
+            raise PermanentError(
+                f"part {info.filename!r} expands {info.file_size // max(1, info.compress_size)}x when "
+                f"unpacked (limit {MAX_RATIO}x): a decompression bomb?",
+                "unpacked_too_large",
+            )
+
+
+def _zip_kind(data: bytes, max_unpacked: int) -> str:
     try:
-        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-    except zipfile.BadZipFile as exc:
-        raise PermanentError(f"corrupt ZIP/Office file: {exc}") from None
+        infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except zipfile.BadZipFile:
+        raise PermanentError("corrupt ZIP/Office file", "corrupt_file") from None
+    names = [i.filename for i in infos]
     if "word/document.xml" in names:
+        _check_expansion(infos, max_unpacked)
         return "docx"
     for prefix, what in _ZIP_KINDS.items():
         if any(n.startswith(prefix) for n in names):
-            raise PermanentError(f"unsupported file type: {what}")
-    raise PermanentError("unsupported file type: ZIP archive")
+            raise PermanentError(f"unsupported file type: {what}", "unsupported_type")
+    raise PermanentError("unsupported file type: ZIP archive", "unsupported_type")
 
 
 def _json_kind(text: str) -> str | None:
@@ -92,18 +124,20 @@ def _json_kind(text: str) -> str | None:
     return None
 
 
-def detect_kind(data: bytes, filename: str | None = None) -> str:
+def detect_kind(data: bytes, filename: str | None = None, max_unpacked: int = DEFAULT_MAX_UNPACKED) -> str:
     """One of MIME's keys, or PermanentError naming what the bytes are."""
     name = (filename or "").lower()
     if b"%PDF-" in data[:1024]:
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
-        return _zip_kind(data)
+        return _zip_kind(data, max_unpacked)
     for magic, what in _BINARY_MAGIC.items():
         if data.startswith(magic):
-            raise PermanentError(f"unsupported file type: {what}")
+            raise PermanentError(f"unsupported file type: {what}", "unsupported_type")
     if _looks_binary(data):
-        raise PermanentError("unsupported file type: binary content that is not PDF or DOCX")
+        raise PermanentError(
+            "unsupported file type: binary content that is not PDF or DOCX", "unsupported_type"
+        )
     if _HTML_START.match(data[:4096]):
         return "html"
     text = decode_text(data[:65536])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import re
 import zipfile
 
@@ -14,6 +15,7 @@ from ingestion.errors import PermanentError
 from ingestion.parsers.base import ParsedDocument, TextBuilder
 from ingestion.parsers.detect import MIME
 
+log = logging.getLogger(__name__)
 _HEADING = re.compile(r"^heading (\d)$", re.I)
 
 
@@ -37,7 +39,8 @@ def parse_docx(data: bytes) -> ParsedDocument:
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise PermanentError(f"corrupt DOCX: {type(exc).__name__}: {exc}") from None
+        log.warning("corrupt DOCX: %s: %s", type(exc).__name__, exc)
+        raise PermanentError("corrupt DOCX", "corrupt_file") from None
     builder = TextBuilder()
     stack: list[tuple[int, str]] = []
     for item in document.iter_inner_content():

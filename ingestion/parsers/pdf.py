@@ -21,7 +21,7 @@ def parse_pdf(data: bytes) -> ParsedDocument:
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted and not reader.decrypt(""):
-            raise PermanentError("encrypted PDF: a password is required")
+            raise PermanentError("encrypted PDF: a password is required", "encrypted")
         builder = TextBuilder()
         for number, page in enumerate(reader.pages, start=1):
             builder.add(page.extract_text() or "", page=number)
@@ -30,5 +30,6 @@ def parse_pdf(data: bytes) -> ParsedDocument:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
         # NOTE: pypdf signals truncated or garbage files with a range of exception types.
-        raise PermanentError(f"corrupt PDF: {type(exc).__name__}: {exc}") from None
+        logging.getLogger(__name__).warning("corrupt PDF: %s: %s", type(exc).__name__, exc)
+        raise PermanentError("corrupt PDF", "corrupt_file") from None
     return ParsedDocument(builder.text, builder.segments, "pdf", "application/pdf", title)

@@ -116,3 +116,22 @@ def mixed_folder() -> dict[str, bytes]:
         "empty.txt": b"",
         "blob.bin": BINARY,
     }
+
+
+def zip_bomb_docx(unpacked: int = 200_000_000) -> bytes:
+    """A DOCX whose word/document.xml inflates to `unpacked` bytes (written in pieces, never whole)."""
+    import zipfile
+
+    buffer = io.BytesIO()
+    piece = b"<w:p><w:r><w:t>a</w:t></w:r></w:p>" * 30_000
+    template = zipfile.ZipFile(io.BytesIO(make_docx({"A": ["b"]})))
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in template.infolist():
+            if info.filename != "word/document.xml":
+                archive.writestr(info.filename, template.read(info.filename))
+        with archive.open("word/document.xml", "w", force_zip64=True) as xml:
+            written = 0
+            while written < unpacked:
+                xml.write(piece)
+                written += len(piece)
+    return buffer.getvalue()

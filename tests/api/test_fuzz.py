@@ -1,0 +1,81 @@
+"""Schemathesis against the API's own OpenAPI document: whatever it generates, no 5xx.
+
+CI runs a bounded number of examples per operation (GROUNDWORK_FUZZ_EXAMPLES, default 12: a few
+hundred calls); a larger run: `GROUNDWORK_FUZZ_EXAMPLES=500 ./dev.sh test tests/api/test_fuzz.py -s`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from api.main import build_state, create_app
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+EXAMPLES = int(os.environ.get("GROUNDWORK_FUZZ_EXAMPLES", "12"))
+
+
+def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
+    """Every operation, EXAMPLES generated cases each; returns (calls, the 5xx answers)."""
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    calls, errors = 0, []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None
+        )
+        def run(case) -> None:
+            nonlocal calls
+            response = case.call(headers=headers, timeout=300)  # the first LLM call loads the engine
+            calls += 1
+            if response.status_code >= 500:
+                errors.append(
+                    f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:300]}"
+                )
+
+        run()
+    return calls, errors
+
+
+@pytest.fixture(scope="module")
+def app_for(broker_settings):
+    """Apps on one shared state (one database pool, one engine: the first chat loads it), small."""
+    engine = broker_settings.engine.model_copy(update={"kv_cache_memory_gb": 0.1, "cpu_packed_rows": 0})
+    base = build_state(broker_settings.model_copy(update={"engine": engine}))
+
+    def make(**update):
+        state = dataclasses.replace(base, settings=base.settings.model_copy(update=update))
+        state.extras = base.extras  # NOTE: shared, so that both apps use one engine
+        app = create_app(state.settings, state)
+        app.state.groundwork = state  # schemathesis calls the ASGI app without its lifespan
+        return app
+
+    yield make
+    for closer in base.extras.values():
+        if hasattr(closer, "shutdown"):
+            closer.shutdown()
+    base.engine.dispose()
+
+
+def test_no_server_errors_without_auth(app_for):
+    calls, errors = _fuzz(app_for())
+    print(f"schemathesis, auth off: {calls} calls, {len(errors)} 5xx")
+    assert not errors, "\n".join(errors[:20])
+
+
+def test_no_server_errors_with_auth(app_for, session_factory):
+    from core.database import session_scope
+    from core.tenancy import create_api_key, get_or_create_tenant
+
+    with session_scope(session_factory) as session:
+        _, plain = create_api_key(session, get_or_create_tenant(session, "fuzz"), "fuzz")
+    calls, errors = _fuzz(app_for(auth_required=True), {"authorization": f"Bearer {plain}"})
+    print(f"schemathesis, auth required: {calls} calls, {len(errors)} 5xx")
+    assert not errors, "\n".join(errors[:20])

@@ -1,0 +1,103 @@
+"""Rate limits per key and tenant (Redis-backed, as in production) and storage quotas."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from api.deps import Principal
+from api.errors import ApiError
+from api.main import build_state, create_app
+from api.ratelimit import RateLimiter
+from core.database import session_scope
+from core.settings import Settings
+from core.settings.limits import LimitSettings
+from core.tenancy import create_api_key, get_or_create_tenant
+from tests.support.http import running
+
+pytestmark = pytest.mark.integration
+
+LIMIT = 100
+CLIENTS, PER_CLIENT = 8, 30
+
+
+def _limited(settings, redis_url, **knobs):
+    limits = LimitSettings(storage_url=redis_url, key_prefix=f"gwtest-{uuid.uuid4().hex[:8]}", **knobs)
+    return settings.model_copy(update={"auth_required": True, "limits": limits})
+
+
+def _key(session_factory, tenant: str) -> dict:
+    with session_scope(session_factory) as session:
+        _, plain = create_api_key(session, get_or_create_tenant(session, tenant), "rl")
+    return {"authorization": f"Bearer {plain}"}
+
+
+def test_request_limit_holds_within_5_percent_under_8_concurrent_clients(
+    settings, redis_url, session_factory
+):
+    strict = _limited(settings, redis_url, requests_per_minute_per_key=LIMIT)
+    key = _key(session_factory, f"rl-{uuid.uuid4().hex[:8]}")
+    state = build_state(strict)
+    app = create_app(strict, state)
+    app.state.groundwork = state
+    with running(app) as base, httpx.Client(base_url=base, headers=key, timeout=60) as http:
+        cid = http.post("/v1/collections", json={"name": "rl"}).json()["id"]
+
+        def client(_: int) -> list[httpx.Response]:
+            with httpx.Client(base_url=base, headers=key, timeout=60) as own:
+                return [
+                    own.post(f"/v1/collections/{cid}/search", json={"query": "x", "mode": "bm25"})
+                    for _ in range(PER_CLIENT)
+                ]
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            responses = [r for batch in pool.map(client, range(CLIENTS)) for r in batch]
+        elapsed = time.monotonic() - start
+    state.engine.dispose()
+    assert elapsed < 50, elapsed  # all inside one window
+    ok = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code == 429]
+    assert len(ok) + len(refused) == CLIENTS * PER_CLIENT, {r.status_code for r in responses}
+    assert abs(len(ok) - LIMIT) <= LIMIT * 0.05, len(ok)
+    print(f"rate limit {LIMIT}/min, {CLIENTS}x{PER_CLIENT} requests: {len(ok)} admitted in {elapsed:.1f}s")
+    sample = refused[0]
+    assert int(sample.headers["retry-after"]) >= 1
+    assert sample.headers["x-ratelimit-limit-requests"] == str(LIMIT)
+    assert sample.headers["x-ratelimit-remaining-requests"] == "0"
+    assert sample.json()["error"]["code"] == "rate_limit_exceeded"
+    assert ok[0].headers["x-ratelimit-limit-tokens"].isdigit()
+
+
+def test_tokens_are_charged_after_the_answer_and_refuse_the_next_request(redis_url):
+    knobs = LimitSettings(
+        storage_url=redis_url, key_prefix=f"gwtest-{uuid.uuid4().hex[:8]}", tokens_per_minute_per_key=100
+    )
+    limiter = RateLimiter(Settings(limits=knobs))
+    caller = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
+    meter = limiter.admit(caller)
+    assert meter.headers["x-ratelimit-remaining-tokens"] == "100"
+    meter.charge({"prompt_tokens": 90, "completion_tokens": 30})  # over: the window is used up
+    with pytest.raises(ApiError) as refused:
+        limiter.admit(caller)
+    assert refused.value.status == 429 and "token rate limit" in refused.value.message
+    assert int(refused.value.headers["Retry-After"]) >= 1
+    other = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
+    limiter.admit(other)  # another tenant's key is not affected
+
+
+def test_document_quota_refuses_the_upload_that_would_exceed_it(settings, redis_url, session_factory):
+    strict = _limited(settings, redis_url, max_documents_per_tenant=2)
+    key = _key(session_factory, f"quota-{uuid.uuid4().hex[:8]}")
+    with TestClient(create_app(strict)) as client:
+        client.post("/v1/collections", json={"name": "q"}, headers=key)
+        files = [("files", (f"{i}.txt", f"text {i}".encode(), "text/plain")) for i in range(3)]
+        resp = client.post("/v1/collections/q/documents", files=files, headers=key)
+        assert resp.status_code == 413 and resp.json()["error"]["code"] == "quota_exceeded", resp.text
+        ok = client.post("/v1/collections/q/documents", files=files[:2], headers=key)
+        assert ok.status_code == 202, ok.text
