@@ -12,7 +12,7 @@ import json
 import operator
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
@@ -124,6 +124,7 @@ async def run_calls(state: RunState, deps: AgentDeps, calls: list[ToolCall]) -> 
     run (interrupt) until the caller posts their outputs. Returns observations and a state update."""
     events: list[dict] = [{"type": "tool_call", **c.as_dict()} for c in calls]
     observations: dict[str, str] = {}
+    values: dict[str, object] = {}  # a tool's plain result (calculator's number), for #E references
     client = [c for c in calls if c.name in deps.client_names and c.error is None]
     if client:
         # NOTE: a resumed node runs again from its start; nothing before this line has side effects.
@@ -134,27 +135,29 @@ async def run_calls(state: RunState, deps: AgentDeps, calls: list[ToolCall]) -> 
     for call in calls:
         if call.id in observations:
             continue
-        observations[call.id] = await _run_builtin(deps, call)
-    results = [{"type": "tool_result", "id": c.id, "name": c.name, "output": observations[c.id]} for c in calls]
+        observations[call.id], values[call.id] = await _run_builtin(deps, call)
+    results = [{"type": "tool_result", "id": c.id, "name": c.name, "output": observations[c.id],
+                **({"value": values[c.id]} if values.get(c.id) is not None else {})} for c in calls]
     update = emit(*events, *results)
     update["sources"] = deps.context.sources
     update["usage"] = {"tool_calls": len(calls)}
     return [observations[c.id] for c in calls], update
 
 
-async def _run_builtin(deps: AgentDeps, call: ToolCall) -> str:
+async def _run_builtin(deps: AgentDeps, call: ToolCall) -> tuple[str, object]:
     if call.error:
-        return f"Error: {call.error}"
+        return f"Error: {call.error}", None
     if call.name not in deps.tools:
-        return f"Error: no tool named {call.name!r}"
+        return f"Error: no tool named {call.name!r}", None
     try:
         async with asyncio.timeout(deps.budgets.tool_timeout_s):
             result = await BUILTIN[call.name].run(deps.context, call.arguments)
     except TimeoutError:
-        return f"Error: {call.name} timed out after {deps.budgets.tool_timeout_s:g} s"
+        return f"Error: {call.name} timed out after {deps.budgets.tool_timeout_s:g} s", None
     except Exception as exc:  # a failing tool is an observation the agent can react to
-        return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
-    return _clip(result.text)
+        return f"Error: {call.name} failed: {type(exc).__name__}: {exc}", None
+    value = result.data.get("value") if isinstance(result.data, dict) else None
+    return _clip(result.text), value
 
 
 def finish(state: RunState, call: ToolCall) -> dict:

@@ -46,6 +46,7 @@ SOLVER = "Answer the task from the evidence. Call final_answer with the answer a
 class RewooState(RunState, total=False):
     plan: list[dict]
     evidence: dict[str, str]  # step id -> observation
+    values: dict[str, str]  # step id -> what #E<n> stands for: the tool's plain value, else the observation
 
 
 def plan_tool(deps: AgentDeps) -> dict:
@@ -85,7 +86,7 @@ async def planner(state: RewooState, config: RunnableConfig) -> dict:
     if call is None:
         return {**update, **stop("error", "the planner wrote no valid plan")}
     plan = check_plan(call.arguments["steps"], deps)[: deps.budgets.max_steps]
-    return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan, "evidence": {}}
+    return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan, "evidence": {}, "values": {}}
 
 
 async def review(state: RewooState, config: RunnableConfig) -> dict:
@@ -111,16 +112,18 @@ async def worker(state: RewooState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
     if reason := over_budget(state, deps):
         return stop("budget_exhausted", reason)
-    evidence = state.get("evidence", {})
+    evidence, values = state.get("evidence", {}), state.get("values", {})
     step = next(s for s in state["plan"] if s["id"] not in evidence)
 
     def substitute(match: re.Match) -> str:
-        return evidence.get(f"E{match.group(1)}", match.group(0))[:EVIDENCE_CHARS]
+        return values.get(f"E{match.group(1)}", match.group(0))[:EVIDENCE_CHARS]
 
     arguments = {_argument_name(deps, step["tool"]): _REFERENCE.sub(substitute, step["input"])}
     call = ToolCall(step["tool"], arguments, id=f"call_{step['id']}")
     [observation], update = await run_calls(state, deps, [call])
-    return {**update, "evidence": {**evidence, step["id"]: observation}}
+    value = update["steps"][-1].get("value", observation)
+    return {**update, "evidence": {**evidence, step["id"]: observation},
+            "values": {**values, step["id"]: str(value)}}
 
 
 async def solver(state: RewooState, config: RunnableConfig) -> dict:
