@@ -59,7 +59,10 @@ class ModelTurn:
 
 def function_tool(name: str, description: str, parameters: dict) -> dict:
     """An OpenAI function tool."""
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
 def validate_call(call: ToolCall, tools: list[dict]) -> ToolCall:
@@ -113,8 +116,12 @@ class AgentChatModel:
         engine = self.backend.engine
         spec = None
         if self.constrained:
-            tool_choice = choice if choice == "required" else {"type": "function", "function": {"name": choice}}
-            spec = parse_structured_output({"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": False})
+            tool_choice = (
+                choice if choice == "required" else {"type": "function", "function": {"name": choice}}
+            )
+            spec = parse_structured_output(
+                {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": False}
+            )
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=self.temperature,
@@ -134,7 +141,9 @@ class AgentChatModel:
         return calls, parsed.content or "", usage, reason
 
     async def _remote(self, messages, tools, choice, max_tokens):
-        tool_choice = "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
+        tool_choice = (
+            "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
+        )
         response = await self.backend.client.chat.completions.create(
             model=self.backend.model_name,
             messages=messages,
@@ -159,5 +168,9 @@ def _from_openai(call: dict) -> ToolCall:
         error = None if isinstance(arguments, dict) else "arguments are not a JSON object"
     except json.JSONDecodeError as exc:
         arguments, error = {}, f"arguments are not JSON: {exc}"
-    return ToolCall(function.get("name") or "", arguments if isinstance(arguments, dict) else {},
-                    call.get("id") or new_tool_call_id(), error)
+    return ToolCall(
+        function.get("name") or "",
+        arguments if isinstance(arguments, dict) else {},
+        call.get("id") or new_tool_call_id(),
+        error,
+    )

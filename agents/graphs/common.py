@@ -28,10 +28,14 @@ OBSERVATION_CHARS = 1200
 
 class Budgets(BaseModel):
     max_steps: int = Field(default=6, ge=1, le=50, description="Tool calls the run may make.")
-    max_tokens: int = Field(default=12_000, ge=100, le=1_000_000, description="LLM prompt + completion tokens.")
+    max_tokens: int = Field(
+        default=12_000, ge=100, le=1_000_000, description="LLM prompt + completion tokens."
+    )
     max_seconds: float = Field(default=300, gt=0, le=3600, description="Wall-clock time spent running.")
     tool_timeout_s: float = Field(default=60, gt=0, le=600, description="Per tool call.")
-    max_repeats: int = Field(default=2, ge=1, le=10, description="Identical calls before the loop guard stops.")
+    max_repeats: int = Field(
+        default=2, ge=1, le=10, description="Identical calls before the loop guard stops."
+    )
 
 
 def _merge(left: dict, right: dict) -> dict:
@@ -90,8 +94,16 @@ async def llm_turn(
 ) -> tuple[ModelTurn, dict]:
     """One model call and the state update recording it (trace step and usage)."""
     turn = await deps.model.call(messages, tools, choice)
-    update = emit({"type": "llm", "node": node, "usage": turn.usage_dict(), "ms": round(turn.ms, 1),
-                   "finish_reason": turn.finish_reason, "tool_calls": [c.as_dict() for c in turn.tool_calls]})
+    update = emit(
+        {
+            "type": "llm",
+            "node": node,
+            "usage": turn.usage_dict(),
+            "ms": round(turn.ms, 1),
+            "finish_reason": turn.finish_reason,
+            "tool_calls": [c.as_dict() for c in turn.tool_calls],
+        }
+    )
     update["usage"] = {**turn.usage_dict(), "llm_calls": 1}
     return turn, update
 
@@ -109,7 +121,8 @@ def repeats(state: RunState, call: ToolCall) -> int:
     """How often this exact call (tool and arguments) was already made in the run."""
     key = (call.name, json.dumps(call.arguments, sort_keys=True))
     return sum(
-        1 for s in state.get("steps", [])
+        1
+        for s in state.get("steps", [])
         if s["type"] == "tool_call" and (s["name"], json.dumps(s["arguments"], sort_keys=True)) == key
     )
 
@@ -136,8 +149,16 @@ async def run_calls(state: RunState, deps: AgentDeps, calls: list[ToolCall]) -> 
         if call.id in observations:
             continue
         observations[call.id], values[call.id] = await _run_builtin(deps, call)
-    results = [{"type": "tool_result", "id": c.id, "name": c.name, "output": observations[c.id],
-                **({"value": values[c.id]} if values.get(c.id) is not None else {})} for c in calls]
+    results = [
+        {
+            "type": "tool_result",
+            "id": c.id,
+            "name": c.name,
+            "output": observations[c.id],
+            **({"value": values[c.id]} if values.get(c.id) is not None else {}),
+        }
+        for c in calls
+    ]
     update = emit(*events, *results)
     update["sources"] = deps.context.sources
     update["usage"] = {"tool_calls": len(calls)}
@@ -165,12 +186,16 @@ def finish(state: RunState, call: ToolCall) -> dict:
     it names none it has seen, the one its words come from)."""
     answer = str(call.arguments.get("answer", "")).strip()
     sources = {s["number"]: s for s in state.get("sources", {}).values()}
-    cited = [n for n in dict.fromkeys(call.arguments.get("sources") or []) if n in sources]
+    words = content_words(answer)
+
+    def support(number: int) -> int:
+        return len(words & content_words(sources[number].get("text", "")))
+
+    # NOTE: a cited source must share words with the answer: a small model picks numbers loosely.
+    cited = [n for n in dict.fromkeys(call.arguments.get("sources") or []) if n in sources and support(n)]
     if not cited and sources:
-        words = content_words(answer)
-        best = max(sources.values(), key=lambda s: len(words & content_words(s.get("text", ""))))
-        if words & content_words(best.get("text", "")):
-            cited = [best["number"]]
+        best = max(sources, key=support)
+        cited = [best] if support(best) else []
     citations = [{k: v for k, v in sources[n].items() if k != "text"} for n in cited]
     update = emit({"type": "answer", "answer": answer, "citations": citations})
     return {**update, "answer": answer, "citations": citations, "finish_reason": "answered"}
@@ -182,3 +207,25 @@ def final_call(turn: ModelTurn) -> ToolCall | None:
 
 def _clip(text: str) -> str:
     return text if len(text) <= OBSERVATION_CHARS else text[: OBSERVATION_CHARS - 1] + "…"
+
+
+def merge_updates(*updates: dict) -> dict:
+    """Several node updates as one: trace steps concatenated, usage summed, other keys last-wins."""
+    out: dict = {}
+    for update in updates:
+        for key, value in update.items():
+            if key == "steps":
+                out["steps"] = out.get("steps", []) + value
+            elif key == "usage":
+                out["usage"] = _add_usage(out.get("usage", {}), value)
+            else:
+                out[key] = value
+    return out
+
+
+async def forced_answer(state: RunState, deps: AgentDeps, messages: list[dict]) -> tuple[dict, bool]:
+    """One turn that may only call final_answer; returns the update and whether it answered."""
+    turn, update = await llm_turn(deps, "answer", messages, [final_answer_tool()], FINAL_ANSWER)
+    if final := final_call(turn):
+        return merge_updates(update, finish({**state, **update}, final)), True
+    return update, False

@@ -47,10 +47,15 @@ class PlanExecuteState(RunState, total=False):
 
 
 def _steps_tool(name: str, description: str) -> dict:
-    steps = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100},
-             "minItems": 1, "maxItems": MAX_PLAN_STEPS}
-    return function_tool(name, description, {"type": "object", "properties": {"steps": steps},
-                                             "required": ["steps"]})
+    steps = {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": 100},
+        "minItems": 1,
+        "maxItems": MAX_PLAN_STEPS,
+    }
+    return function_tool(
+        name, description, {"type": "object", "properties": {"steps": steps}, "required": ["steps"]}
+    )
 
 
 def check_plan(steps: list, deps: AgentDeps | None = None) -> list[str]:
@@ -62,7 +67,9 @@ def check_plan(steps: list, deps: AgentDeps | None = None) -> list[str]:
 async def planner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
     messages = [{"role": "system", "content": PLANNER}, {"role": "user", "content": state["task"]}]
-    turn, update = await llm_turn(deps, "planner", messages, [_steps_tool(PLAN_TOOL, "The steps.")], PLAN_TOOL)
+    turn, update = await llm_turn(
+        deps, "planner", messages, [_steps_tool(PLAN_TOOL, "The steps.")], PLAN_TOOL
+    )
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
         return {**update, **stop("error", "the planner wrote no valid plan")}

@@ -1,7 +1,7 @@
 """ReAct: the model picks a tool (or final_answer), the tool runs, the model sees the observation.
 
-    START -> agent --(final_answer / budget / loop)--> END
-               ^  \\--(tool call)--> tools --/
+START -> agent --(final_answer / budget / loop)--> END
+           ^  \\--(tool call)--> tools --/
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ from agents.chat_model import ToolCall
 from agents.graphs.common import (
     RunState,
     deps_of,
+    emit,
     final_call,
     finish,
+    forced_answer,
     llm_turn,
+    merge_updates,
     over_budget,
     repeats,
     run_calls,
@@ -41,8 +44,11 @@ async def agent(state: ReactState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
     if reason := over_budget(state, deps):
         return stop("budget_exhausted", reason)
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": state["task"]},
-                *state.get("messages", [])]
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": state["task"]},
+        *state.get("messages", []),
+    ]
     turn, update = await llm_turn(deps, "agent", messages, deps.offered())
     if final := final_call(turn):
         return {**update, **finish({**state, **update}, final)}
@@ -51,7 +57,13 @@ async def agent(state: ReactState, config: RunnableConfig) -> dict:
         return {**update, "messages": [{"role": "user", "content": note}], "pending": []}
     call = turn.tool_calls[0]
     if repeats(state, call) >= deps.budgets.max_repeats:
-        return {**update, **stop("budget_exhausted", f"loop: {call.name} called again with the same arguments")}
+        # Loop guard: the same call would bring the same observation; the model must answer now.
+        guard = emit({"type": "loop_guard", "name": call.name, "arguments": call.arguments})
+        forced, answered = await forced_answer({**state, **update}, deps, messages)
+        merged = merge_updates(update, guard, forced)
+        if answered:
+            return merged
+        return merge_updates(merged, stop("budget_exhausted", f"loop: {call.name} repeated, no answer given"))
     said = {"role": "assistant", "content": call.as_text()}
     return {**update, "messages": [said], "pending": [call.as_dict()]}
 

@@ -60,8 +60,11 @@ def plan_tool(deps: AgentDeps) -> dict:
         "required": ["tool", "input"],
     }
     steps = {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_PLAN_STEPS}
-    return function_tool(PLAN_TOOL, "The plan: tool calls in order.", {
-        "type": "object", "properties": {"steps": steps}, "required": ["steps"]})
+    return function_tool(
+        PLAN_TOOL,
+        "The plan: tool calls in order.",
+        {"type": "object", "properties": {"steps": steps}, "required": ["steps"]},
+    )
 
 
 def check_plan(steps: list, deps: AgentDeps) -> list[dict]:
@@ -69,7 +72,11 @@ def check_plan(steps: list, deps: AgentDeps) -> list[dict]:
     names = {t["function"]["name"] for t in deps.offered(with_final=False)}
     plan = []
     for i, step in enumerate(steps, start=1):
-        if not isinstance(step, dict) or step.get("tool") not in names or not str(step.get("input", "")).strip():
+        if (
+            not isinstance(step, dict)
+            or step.get("tool") not in names
+            or not str(step.get("input", "")).strip()
+        ):
             raise ValueError(f"plan step {i} must be {{'tool': one of {sorted(names)}, 'input': text}}")
         plan.append({"id": f"E{i}", "tool": step["tool"], "input": str(step["input"])})
     return plan
@@ -79,8 +86,10 @@ async def planner(state: RewooState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
     tools = deps.offered(with_final=False)
     listing = "\n".join(f"- {t['function']['name']}: {t['function']['description']}" for t in tools)
-    messages = [{"role": "system", "content": f"{PLANNER}\nTools:\n{listing}"},
-                {"role": "user", "content": state["task"]}]
+    messages = [
+        {"role": "system", "content": f"{PLANNER}\nTools:\n{listing}"},
+        {"role": "user", "content": state["task"]},
+    ]
     turn, update = await llm_turn(deps, "planner", messages, [plan_tool(deps)], PLAN_TOOL)
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
@@ -103,8 +112,11 @@ async def review(state: RewooState, config: RunnableConfig) -> dict:
 
 def _argument_name(deps: AgentDeps, tool: str) -> str:
     """Which argument a plan step's single input fills: the tool's first declared one."""
-    schema = BUILTIN[tool].schema() if tool in BUILTIN else next(
-        t["function"]["parameters"] for t in deps.client_tools if t["function"]["name"] == tool)
+    schema = (
+        BUILTIN[tool].schema()
+        if tool in BUILTIN
+        else next(t["function"]["parameters"] for t in deps.client_tools if t["function"]["name"] == tool)
+    )
     return next(iter(schema.get("properties", {})), "input")
 
 
@@ -122,19 +134,31 @@ async def worker(state: RewooState, config: RunnableConfig) -> dict:
     call = ToolCall(step["tool"], arguments, id=f"call_{step['id']}")
     [observation], update = await run_calls(state, deps, [call])
     value = update["steps"][-1].get("value", observation)
-    return {**update, "evidence": {**evidence, step["id"]: observation},
-            "values": {**values, step["id"]: str(value)}}
+    return {
+        **update,
+        "evidence": {**evidence, step["id"]: observation},
+        "values": {**values, step["id"]: str(value)},
+    }
 
 
 async def solver(state: RewooState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
     if reason := over_budget(state, deps):
         return stop("budget_exhausted", reason)
-    lines = [f"#{s['id']} {s['tool']}[{s['input']}]: {state['evidence'].get(s['id'], '')}" for s in state["plan"]]
-    messages = [{"role": "system", "content": SOLVER},
-                {"role": "user", "content": f"Task: {state['task']}\n\nEvidence:\n" + "\n".join(lines)}]
-    turn, update = await llm_turn(deps, "solver", messages, [t for t in deps.offered() if
-                                                              t["function"]["name"] == FINAL_ANSWER], FINAL_ANSWER)
+    lines = [
+        f"#{s['id']} {s['tool']}[{s['input']}]: {state['evidence'].get(s['id'], '')}" for s in state["plan"]
+    ]
+    messages = [
+        {"role": "system", "content": SOLVER},
+        {"role": "user", "content": f"Task: {state['task']}\n\nEvidence:\n" + "\n".join(lines)},
+    ]
+    turn, update = await llm_turn(
+        deps,
+        "solver",
+        messages,
+        [t for t in deps.offered() if t["function"]["name"] == FINAL_ANSWER],
+        FINAL_ANSWER,
+    )
     if final := final_call(turn):
         return {**update, **finish({**state, **update}, final)}
     return {**update, **stop("error", "the solver gave no valid answer")}

@@ -40,12 +40,16 @@ async def open_checkpointer(database_url: str) -> tuple[AsyncConnectionPool, Asy
 
 def prune_finished(session: Session) -> int:
     """Delete the checkpoints of finished runs; returns how many runs had some."""
-    rows = session.execute(
-        text(
-            "SELECT DISTINCT c.thread_id FROM checkpoints c JOIN agent_runs r ON r.id::text = c.thread_id "
-            "WHERE r.status IN ('completed', 'failed', 'cancelled')"
+    rows = (
+        session.execute(
+            text(
+                "SELECT DISTINCT c.thread_id FROM checkpoints c JOIN agent_runs r ON r.id::text = c.thread_id "
+                "WHERE r.status IN ('completed', 'failed', 'cancelled')"
+            )
         )
-    ).scalars().all()
+        .scalars()
+        .all()
+    )
     for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
         session.execute(text(f"DELETE FROM {table} WHERE thread_id = ANY(:ids)"), {"ids": list(rows)})
     return len(rows)

@@ -42,13 +42,19 @@ class AgentRunner:
         database_url: str,
         backend: Callable[[], ChatBackend],
     ) -> None:
-        self.sessions, self.settings, self.database_url, self.backend = sessions, settings, database_url, backend
+        self.sessions, self.settings, self.database_url, self.backend = (
+            sessions,
+            settings,
+            database_url,
+            backend,
+        )
         self.tasks: dict[uuid.UUID, asyncio.Task] = {}
         self.listeners: dict[uuid.UUID, list[asyncio.Queue]] = {}
         self._cancelling: set[uuid.UUID] = set()
         self._saver = None
         self._pool = None
         self._lock = asyncio.Lock()
+        self.recovered = False
 
     async def saver(self):
         async with self._lock:
@@ -60,14 +66,19 @@ class AgentRunner:
 
     def start(self, run_id: uuid.UUID, resume: Any = None, fresh: bool = False) -> asyncio.Task:
         """Run the next segment in the background (from the start, a resume value, or the last checkpoint)."""
+        if run_id in self.tasks:
+            raise RuntimeError(f"run {run_id} is already working")
         task = asyncio.create_task(self._drive(run_id, resume, fresh))
         self.tasks[run_id] = task
-        task.add_done_callback(lambda _: self.tasks.pop(run_id, None) if self.tasks.get(run_id) is task else None)
+        task.add_done_callback(
+            lambda _: self.tasks.pop(run_id, None) if self.tasks.get(run_id) is task else None
+        )
         return task
 
     async def recover(self) -> list[uuid.UUID]:
         """Resume runs a previous process left mid-segment; prune finished runs' checkpoints."""
         await self.saver()
+        self.recovered = True
         with self.sessions() as session:
             ids = [r.id for r in session.query(AgentRun).filter(AgentRun.status.in_(ACTIVE))]
             pruned = prune_finished(session)
@@ -122,11 +133,13 @@ class AgentRunner:
 
     def _deps(self, run: AgentRun) -> AgentDeps:
         backend = self.backend()
-        context = ToolContext(self.sessions, self.settings, run.tenant_id,
-                              [uuid.UUID(c) for c in run.collection_ids], backend)
+        context = ToolContext(
+            self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
+        )
         model = AgentChatModel(backend, cache_salt=str(run.tenant_id))
-        return AgentDeps(model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets),
-                         run.review_plan)
+        return AgentDeps(
+            model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
+        )
 
     async def _drive(self, run_id: uuid.UUID, resume: Any, fresh: bool) -> None:
         with self.sessions() as session:
@@ -134,9 +147,15 @@ class AgentRunner:
             if run is None or run.status in FINISHED:
                 return
             graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
-            config = {"configurable": {"thread_id": str(run.id), "deps": self._deps(run)}, "recursion_limit": 200}
-            graph_input: Any = {"task": run.input, "usage": {}} if fresh else (
-                Command(resume=resume) if resume is not None else None)
+            config = {
+                "configurable": {"thread_id": str(run.id), "deps": self._deps(run)},
+                "recursion_limit": 200,
+            }
+            graph_input: Any = (
+                {"task": run.input, "usage": {}}
+                if fresh
+                else (Command(resume=resume) if resume is not None else None)
+            )
             run.status, run.required_action = "running", {}
             session.commit()
             started = time.monotonic()
@@ -195,8 +214,12 @@ class AgentRunner:
             session.commit()
             self._publish(run.id, {"type": "requires_action", **run_dict(run, trace=False)})
             return
-        finish_run(run, values.get("finish_reason") or "error", values,
-                   None if values.get("finish_reason") else "the graph ended without an answer")
+        finish_run(
+            run,
+            values.get("finish_reason") or "error",
+            values,
+            None if values.get("finish_reason") else "the graph ended without an answer",
+        )
         session.commit()
         await self._prune(run.id)
         self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})

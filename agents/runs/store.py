@@ -14,7 +14,12 @@ ACTIVE = ("queued", "running")
 WAITING = "requires_action"
 FINISHED = ("completed", "failed", "cancelled")
 # finish_reason -> status
-STATUS_OF = {"answered": "completed", "budget_exhausted": "completed", "cancelled": "cancelled", "error": "failed"}
+STATUS_OF = {
+    "answered": "completed",
+    "budget_exhausted": "completed",
+    "cancelled": "cancelled",
+    "error": "failed",
+}
 
 
 def get_run(session: Session, tenant_id: uuid.UUID, run_id: uuid.UUID) -> AgentRun | None:
@@ -22,7 +27,9 @@ def get_run(session: Session, tenant_id: uuid.UUID, run_id: uuid.UUID) -> AgentR
     return session.scalar(select(AgentRun).where(AgentRun.id == run_id, AgentRun.tenant_id == tenant_id))
 
 
-def list_runs(session: Session, tenant_id: uuid.UUID, limit: int = 20, status: str | None = None) -> list[AgentRun]:
+def list_runs(
+    session: Session, tenant_id: uuid.UUID, limit: int = 20, status: str | None = None
+) -> list[AgentRun]:
     query = select(AgentRun).where(AgentRun.tenant_id == tenant_id)
     if status:
         query = query.where(AgentRun.status == status)

@@ -61,7 +61,8 @@ class Tool:
         hints = get_type_hints(fn, include_extras=True)
         params = list(inspect.signature(fn).parameters.values())[1:]
         fields = {
-            p.name: (hints[p.name], ... if p.default is inspect.Parameter.empty else p.default) for p in params
+            p.name: (hints[p.name], ... if p.default is inspect.Parameter.empty else p.default)
+            for p in params
         }
         model = create_model(f"{fn.__name__}_args", **fields)
         return cls(fn.__name__, inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0], fn, model)

@@ -53,8 +53,16 @@ async def search(
     hits, lines = [], []
     for source in found:
         number = ctx.cite(_source_dict(source))
-        hits.append({"number": number, "chunk_id": source.chunk_id, "document_id": source.document_id,
-                     "title": source.title, "char_start": source.char_start, "char_end": source.char_end})
+        hits.append(
+            {
+                "number": number,
+                "chunk_id": source.chunk_id,
+                "document_id": source.document_id,
+                "title": source.title,
+                "char_start": source.char_start,
+                "char_end": source.char_end,
+            }
+        )
         lines.append(f"[{number}] {source.title}: {_clip(source.text, SNIPPET_CHARS)}")
     return ToolResult("\n".join(lines) or f"No results for {query!r}.", {"hits": hits})
 
@@ -85,7 +93,9 @@ def _tenant_chunks(ctx: ToolContext):
 
 async def read_chunk(
     ctx: ToolContext,
-    ref: Annotated[str, Field(min_length=1, max_length=40, description="Source number like 2, or a chunk id")],
+    ref: Annotated[
+        str, Field(min_length=1, max_length=40, description="Source number like 2, or a chunk id")
+    ],
 ) -> ToolResult:
     """Read one passage in full (bounded), by its source number or chunk id."""
     chunk_id = _resolve(ctx, ref, "chunk_id")
@@ -94,16 +104,29 @@ async def read_chunk(
     if row is None:
         raise LookupError(f"no chunk {chunk_id}")
     chunk, document = row
-    number = ctx.cite({"chunk_id": str(chunk.id), "document_id": str(document.id), "title": document.title,
-                       "source_id": document.source_id, "page": chunk.page, "char_start": chunk.char_start,
-                       "char_end": chunk.char_end, "text": chunk.text})
-    return ToolResult(f"[{number}] {document.title}: {_clip(chunk.text, READ_CHARS)}",
-                      {"number": number, "chunk_id": str(chunk.id), "document_id": str(document.id)})
+    number = ctx.cite(
+        {
+            "chunk_id": str(chunk.id),
+            "document_id": str(document.id),
+            "title": document.title,
+            "source_id": document.source_id,
+            "page": chunk.page,
+            "char_start": chunk.char_start,
+            "char_end": chunk.char_end,
+            "text": chunk.text,
+        }
+    )
+    return ToolResult(
+        f"[{number}] {document.title}: {_clip(chunk.text, READ_CHARS)}",
+        {"number": number, "chunk_id": str(chunk.id), "document_id": str(document.id)},
+    )
 
 
 async def read_document(
     ctx: ToolContext,
-    ref: Annotated[str, Field(min_length=1, max_length=40, description="Source number like 2, or a document id")],
+    ref: Annotated[
+        str, Field(min_length=1, max_length=40, description="Source number like 2, or a document id")
+    ],
 ) -> ToolResult:
     """Read the start of a whole document (bounded), by a source number or document id."""
     document_id = _resolve(ctx, ref, "document_id")
@@ -129,7 +152,9 @@ async def list_collections(ctx: ToolContext) -> ToolResult:
 
 async def ask(
     ctx: ToolContext,
-    question: Annotated[str, Field(min_length=1, max_length=200, description="A question about the documents")],
+    question: Annotated[
+        str, Field(min_length=1, max_length=200, description="A question about the documents")
+    ],
 ) -> ToolResult:
     """Ask the documents a question; returns a grounded answer with numbered sources."""
     if ctx.backend is None:
@@ -139,7 +164,9 @@ async def ask(
         collections = _collections(session, ctx)
 
         async def retrieve(query: str):
-            return await retrieve_sources(session, ctx.settings, collections, SearchRequest(query=query), None)
+            return await retrieve_sources(
+                session, ctx.settings, collections, SearchRequest(query=query), None
+            )
 
         done: dict = {}
         pipeline = AskPipeline(retrieve, ctx.backend, ctx.settings.qa)
@@ -149,11 +176,24 @@ async def ask(
         session.close()
     renumber = {}
     for citation in done.get("citations", []):
-        source = {k: citation[k] for k in ("chunk_id", "document_id", "title", "source_id", "page",
-                                           "char_start", "char_end", "text")}
+        source = {
+            k: citation[k]
+            for k in (
+                "chunk_id",
+                "document_id",
+                "title",
+                "source_id",
+                "page",
+                "char_start",
+                "char_end",
+                "text",
+            )
+        }
         renumber[citation["citation"]] = ctx.cite(source)
     answer = re.sub(r"\[(\d+)\]", lambda m: f"[{renumber.get(int(m.group(1)), m.group(1))}]", done["answer"])
-    return ToolResult(answer, {"answer": answer, "sources": sorted(renumber.values()), "usage": done["usage"]})
+    return ToolResult(
+        answer, {"answer": answer, "sources": sorted(renumber.values()), "usage": done["usage"]}
+    )
 
 
 def _clip(text: str, limit: int) -> str:

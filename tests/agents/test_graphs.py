@@ -18,9 +18,18 @@ from inference.client import Usage
 
 pytestmark = pytest.mark.unit
 
-WEATHER = {"type": "function", "function": {"name": "weather", "description": "Weather in a city.",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}},
-                          "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "weather",
+        "description": "Weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 40}},
+            "required": ["city"],
+        },
+    },
+}
 
 
 class ScriptedModel:
@@ -50,7 +59,9 @@ def run(kind: str, d: AgentDeps, task: str = "task", resume=None, thread: str = 
 
 
 def test_react_runs_a_tool_then_answers():
-    model = ScriptedModel(("calculator", {"expression": "6 * 7"}), ("final_answer", {"answer": "42", "sources": []}))
+    model = ScriptedModel(
+        ("calculator", {"expression": "6 * 7"}), ("final_answer", {"answer": "42", "sources": []})
+    )
     _, _, out = run("react", deps(model))
     assert out["finish_reason"] == "answered" and out["answer"] == "42"
     assert "6 * 7 = 42" in out["messages"][-1]["content"]
@@ -96,7 +107,10 @@ def test_client_tool_interrupts_and_resumes_with_the_output():
 
 def test_rewoo_plans_once_and_substitutes_evidence():
     model = ScriptedModel(
-        ("plan", {"steps": [{"tool": "calculator", "input": "2+3"}, {"tool": "calculator", "input": "#E1 * 10"}]}),
+        (
+            "plan",
+            {"steps": [{"tool": "calculator", "input": "2+3"}, {"tool": "calculator", "input": "#E1 * 10"}]},
+        ),
         ("final_answer", {"answer": "50", "sources": []}),
     )
     _, _, out = run("rewoo", deps(model))
