@@ -191,8 +191,10 @@ def finish(state: RunState, call: ToolCall) -> dict:
     def support(number: int) -> int:
         return len(words & content_words(sources[number].get("text", "")))
 
-    # NOTE: a cited source must share words with the answer: a small model picks numbers loosely.
-    cited = [n for n in dict.fromkeys(call.arguments.get("sources") or []) if n in sources and support(n)]
+    # NOTE: a small model picks numbers loosely: of the sources it names, those that share words with
+    # the answer are kept when there are any; when it names none it has seen, the best-supported one.
+    named = [n for n in dict.fromkeys(call.arguments.get("sources") or []) if n in sources]
+    cited = [n for n in named if support(n)] or named
     if not cited and sources:
         best = max(sources, key=support)
         cited = [best] if support(best) else []
@@ -225,7 +227,8 @@ def merge_updates(*updates: dict) -> dict:
 
 async def forced_answer(state: RunState, deps: AgentDeps, messages: list[dict]) -> tuple[dict, bool]:
     """One turn that may only call final_answer; returns the update and whether it answered."""
-    turn, update = await llm_turn(deps, "answer", messages, [final_answer_tool()], FINAL_ANSWER)
+    ask = {"role": "user", "content": f"Give the final answer, from the observations, to: {state['task']}"}
+    turn, update = await llm_turn(deps, "answer", [*messages, ask], [final_answer_tool()], FINAL_ANSWER)
     if final := final_call(turn):
         return merge_updates(update, finish({**state, **update}, final)), True
     return update, False

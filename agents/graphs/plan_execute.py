@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from agents.chat_model import function_tool
-from agents.graphs import react
+from agents.graphs import examples, react
 from agents.graphs.common import (
     AgentDeps,
     RunState,
@@ -66,7 +66,11 @@ def check_plan(steps: list, deps: AgentDeps | None = None) -> list[str]:
 
 async def planner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
-    messages = [{"role": "system", "content": PLANNER}, {"role": "user", "content": state["task"]}]
+    messages = [
+        {"role": "system", "content": PLANNER},
+        *examples.PLANNER,
+        {"role": "user", "content": state["task"]},
+    ]
     turn, update = await llm_turn(
         deps, "planner", messages, [_steps_tool(PLAN_TOOL, "The steps.")], PLAN_TOOL
     )
@@ -95,7 +99,7 @@ async def executor(state: PlanExecuteState, config: RunnableConfig) -> dict:
         return stop("budget_exhausted", reason)
     step = state["plan"][0]
     usage = state.get("usage", {})
-    task = f"Task: {state['task']}\nDo this step now: {step}"
+    task = step  # NOTE: the step alone: the small model copies its task into the search query
     out = await _react.ainvoke({"task": task, "usage": usage, "sources": state.get("sources", {})}, config)
     used = {k: v - usage.get(k, 0) for k, v in out.get("usage", {}).items()}
     update = {"steps": out.get("steps", []), "sources": out.get("sources", {}), "usage": used}
@@ -114,7 +118,11 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     sources = "\n".join(f"[{s['number']}] {s['title']}" for s in state.get("sources", {}).values())
     content = f"Task: {state['task']}\n\nDone:\n{done}\n\nSteps left:\n{left}\n\nSources:\n{sources}"
     tools = [final_answer_tool(), _steps_tool(REPLAN_TOOL, "The steps still needed.")]
-    messages = [{"role": "system", "content": REPLANNER}, {"role": "user", "content": content}]
+    messages = [
+        {"role": "system", "content": REPLANNER},
+        *examples.REPLANNER,
+        {"role": "user", "content": content},
+    ]
     turn, update = await llm_turn(deps, "replanner", messages, tools)
     if final := final_call(turn):
         return {**update, **finish({**state, **update}, final)}

@@ -13,6 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from agents.chat_model import ToolCall
+from agents.graphs import examples
 from agents.graphs.common import (
     RunState,
     deps_of,
@@ -46,6 +47,7 @@ async def agent(state: ReactState, config: RunnableConfig) -> dict:
         return stop("budget_exhausted", reason)
     messages = [
         {"role": "system", "content": SYSTEM},
+        *examples.REACT,
         {"role": "user", "content": state["task"]},
         *state.get("messages", []),
     ]

@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from agents.chat_model import ToolCall, function_tool
+from agents.graphs import examples
 from agents.graphs.common import (
     AgentDeps,
     RunState,
@@ -88,6 +89,7 @@ async def planner(state: RewooState, config: RunnableConfig) -> dict:
     listing = "\n".join(f"- {t['function']['name']}: {t['function']['description']}" for t in tools)
     messages = [
         {"role": "system", "content": f"{PLANNER}\nTools:\n{listing}"},
+        *examples.REWOO_PLANNER,
         {"role": "user", "content": state["task"]},
     ]
     turn, update = await llm_turn(deps, "planner", messages, [plan_tool(deps)], PLAN_TOOL)
@@ -150,6 +152,7 @@ async def solver(state: RewooState, config: RunnableConfig) -> dict:
     ]
     messages = [
         {"role": "system", "content": SOLVER},
+        *examples.REWOO_SOLVER,
         {"role": "user", "content": f"Task: {state['task']}\n\nEvidence:\n" + "\n".join(lines)},
     ]
     turn, update = await llm_turn(

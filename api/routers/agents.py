@@ -87,7 +87,8 @@ async def ready_runner(state: AppState) -> AgentRunner:
 
 async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:
     collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(body.collections)]
-    builtin = [t for t in body.tools if isinstance(t, str)] or list(DEFAULT_TOOLS)
+    # `tools` is exactly what the agent may use; without it, the default built-ins.
+    builtin = [t for t in body.tools if isinstance(t, str)] if body.tools else list(DEFAULT_TOOLS)
     run = AgentRun(
         tenant_id=tenant,
         agent=body.agent,
