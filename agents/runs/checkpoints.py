@@ -43,7 +43,8 @@ def prune_finished(session: Session) -> int:
     rows = (
         session.execute(
             text(
-                "SELECT DISTINCT c.thread_id FROM checkpoints c JOIN agent_runs r ON r.id::text = c.thread_id "
+                "SELECT DISTINCT c.thread_id FROM checkpoints c "
+                "JOIN agent_runs r ON r.id::text = c.thread_id "
                 "WHERE r.status IN ('completed', 'failed', 'cancelled')"
             )
         )

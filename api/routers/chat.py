@@ -59,8 +59,8 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
     if body.model.startswith(AGENT_PREFIX):
         if body.messages[-1].role != "user":
             raise ApiError(400, "invalid_messages", "the last message must be the user's task")
-        kind = body.model.removeprefix(AGENT_PREFIX)
-        async for event in agents.chat_events(state, tenant, kind, body.messages[-1].content, body.collections):
+        kind, task = body.model.removeprefix(AGENT_PREFIX), body.messages[-1].content
+        async for event in agents.chat_events(state, tenant, kind, task, body.collections):
             yield event
         return
     if body.model.startswith(RAG_PREFIX):

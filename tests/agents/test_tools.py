@@ -33,7 +33,9 @@ def two_tenants(session_factory):
         col = Collection(tenant_id=a.id, name="secret", embedding_model="none", embedding_dim=3, index_dim=3)
         session.add(col)
         session.flush()
-        doc = Document(collection_id=col.id, source_id="s.txt", title="s.txt", content_hash="x", status="indexed")
+        doc = Document(
+            collection_id=col.id, source_id="s.txt", title="s.txt", content_hash="x", status="indexed"
+        )
         session.add(doc)
         session.flush()
         chunk = Chunk(document_id=doc.id, collection_id=col.id, ordinal=0, text="the vault code is 4471",
