@@ -82,12 +82,16 @@ def validate_call(call: ToolCall, tools: list[dict]) -> ToolCall:
 
 
 class AgentChatModel:
-    """`call(messages, tools, choice)` -> the model's tool calls, usage and timing."""
+    """`call(messages, tools, choice)` -> the model's tool calls, usage and timing.
+
+    NOTE: `max_tokens` is a ceiling above what the bounded tool schemas can need (a call cut by it
+    is lost); a constrained call ends when its JSON closes, so the ceiling costs nothing.
+    """
 
     def __init__(
         self,
         backend: ChatBackend,
-        max_tokens: int = 160,
+        max_tokens: int = 512,
         temperature: float = 0.0,
         constrained: bool = True,
         cache_salt: str | None = None,

@@ -76,7 +76,7 @@ async def planner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     )
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
-        return {**update, **stop("error", "the planner wrote no valid plan")}
+        return {**update, **stop("error", f"the planner wrote no valid plan ({turn.finish_reason})")}
     plan = check_plan(call.arguments["steps"])
     return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan}
 
@@ -128,7 +128,10 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
         return {**update, **finish({**state, **update}, final)}
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
-        return {**update, **stop("error", "the re-planner gave neither an answer nor a plan")}
+        return {
+            **update,
+            **stop("error", f"the re-planner gave neither an answer nor a plan ({turn.finish_reason})"),
+        }
     plan = check_plan(call.arguments["steps"])
     return {**update, **emit({"type": "plan", "plan": plan, "replanned": True}), "plan": plan}
 

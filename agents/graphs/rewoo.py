@@ -95,7 +95,7 @@ async def planner(state: RewooState, config: RunnableConfig) -> dict:
     turn, update = await llm_turn(deps, "planner", messages, [plan_tool(deps)], PLAN_TOOL)
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
-        return {**update, **stop("error", "the planner wrote no valid plan")}
+        return {**update, **stop("error", f"the planner wrote no valid plan ({turn.finish_reason})")}
     plan = check_plan(call.arguments["steps"], deps)[: deps.budgets.max_steps]
     return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan, "evidence": {}, "values": {}}
 
@@ -164,7 +164,7 @@ async def solver(state: RewooState, config: RunnableConfig) -> dict:
     )
     if final := final_call(turn):
         return {**update, **finish({**state, **update}, final)}
-    return {**update, **stop("error", "the solver gave no valid answer")}
+    return {**update, **stop("error", f"the solver gave no valid answer ({turn.finish_reason})")}
 
 
 def _after_review(state: RewooState) -> str:

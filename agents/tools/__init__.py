@@ -16,7 +16,7 @@ BUILTIN: dict[str, Tool] = {
 }
 DEFAULT_TOOLS = ("search", "read_chunk", "calculator")
 FINAL_ANSWER = "final_answer"
-ANSWER_MAX_CHARS = 400
+ANSWER_MAX_CHARS = 300
 
 
 def final_answer_tool(max_sources: int = 3) -> dict:
