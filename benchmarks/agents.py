@@ -52,18 +52,21 @@ console = Console()
 
 
 def _schema(node):
-    """BFCL's Python type names -> JSON Schema."""
-    if isinstance(node, dict):
-        out = {k: _schema(v) for k, v in node.items() if k not in ("type", "default") or k == "type"}
-        kind = node.get("type")
-        if kind == "any":
-            out.pop("type")
-        elif kind in _TYPES:
-            out["type"] = _TYPES[kind]
-        return out
-    if isinstance(node, list):
-        return [_schema(v) for v in node]
-    return node
+    """BFCL's Python type names -> JSON Schema (walking schema keywords, not property names)."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _schema(prop) for name, prop in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _schema(value)
+        elif key == "type" and isinstance(value, str):
+            if value != "any":
+                out[key] = _TYPES.get(value, value)
+        elif key != "default":
+            out[key] = value
+    return out
 
 
 def _safe(name: str) -> str:
@@ -334,9 +337,11 @@ def main() -> None:
     engine_client = start_local_engine(settings)
     backend = LocalChatBackend(engine_client)
     report = {"model": settings.llm_model, "machine": cpu_info(), "args": vars(args)}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:
             report["bfcl"] = asyncio.run(bfcl(backend, args.limit))
+            RESULTS.write_text(json.dumps(report, indent=1))  # a long run keeps its first part
         if not args.skip_tasks:
             database = open_database(settings)
             upgrade_database(database.url)
@@ -347,7 +352,6 @@ def main() -> None:
             database.close()
     finally:
         engine_client.shutdown()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=1))
     print_tables(report)
 
