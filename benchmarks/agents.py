@@ -142,7 +142,7 @@ def ast_match(call, gold: list[dict]) -> bool:
 async def bfcl(backend, limit: int) -> dict:
     results = {}
     for constrained in (True, False):
-        model = AgentChatModel(backend, max_tokens=160, constrained=constrained)
+        model = AgentChatModel(backend, max_tokens=512, constrained=constrained)
         for category in BFCL_CATEGORIES:
             rows = []
             for case in load_bfcl(category, limit):

@@ -8,14 +8,14 @@ import asyncio
 import jsonschema
 import pytest
 
-from agents.chat_model import AgentChatModel, ToolCall, validate_call
+from agents.chat_model import AgentChatModel, ToolCall, _from_openai, validate_call
 from agents.tools import BUILTIN, final_answer_tool
 from inference.client import LocalChatBackend, RemoteChatBackend
 from inference.server import create_app as create_engine_app
 from retrieval.backends import start_local_engine
 from tests.support.http import running
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the CI box is shared
 
 BOOKING = {
     "type": "function",
@@ -34,12 +34,7 @@ BOOKING = {
     },
 }
 TOOLS = [BOOKING, BUILTIN["search"].openai(), BUILTIN["calculator"].openai(), final_answer_tool()]
-PROMPTS = [
-    "Book a table for 4 people in Oslo, by the window.",
-    "What is 17 times 23?",
-    "Find the release notes of Zephyr 4.2.",
-    "Say hello.",
-]
+PROMPTS = ["Book a table for 4 people in Oslo, by the window.", "What is 17 times 23?"]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +45,7 @@ def engine(settings):
 
 
 def test_every_constrained_call_validates_against_its_schema(engine):
-    model = AgentChatModel(LocalChatBackend(engine), max_tokens=96)
+    model = AgentChatModel(LocalChatBackend(engine))
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     for prompt in PROMPTS:
         for choice in ("required", "book_table"):
@@ -65,14 +60,14 @@ def test_every_constrained_call_validates_against_its_schema(engine):
 def test_validation_catches_what_an_unconstrained_server_may_send():
     bad = validate_call(ToolCall("book_table", {"city": "Rome", "guests": 2}), [BOOKING])
     assert "invalid arguments" in bad.error
-    control = validate_call(ToolCall("search", {"query": "a\tb"}), [BUILTIN["search"].openai()])
-    assert "control character" in control.error
+    raw_tab = {"function": {"name": "search", "arguments": '{"query": "a\tb"}'}}  # xgrammar #800
+    assert "not JSON" in _from_openai(raw_tab).error
     assert "unknown tool" in validate_call(ToolCall("rm", {}), [BOOKING]).error
 
 
 def test_remote_server_gets_the_openai_tools_api(engine, settings):
     with running(create_engine_app(engine, settings.llm_model)) as url:
-        model = AgentChatModel(RemoteChatBackend(f"{url}/v1", settings.llm_model), max_tokens=96)
+        model = AgentChatModel(RemoteChatBackend(f"{url}/v1", settings.llm_model))
         turn = asyncio.run(model.call([{"role": "user", "content": PROMPTS[0]}], [BOOKING], "book_table"))
     [call] = turn.tool_calls
     assert call.name == "book_table" and call.error is None
