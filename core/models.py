@@ -231,3 +231,36 @@ class Message(Base):
     )
 
     conversation: Mapped[Conversation] = relationship(back_populates="messages")
+
+
+class AgentRun(_Timestamps, Base):
+    """One agent run (migration 0006_agents). The LangGraph checkpoints hold its resumable state;
+    this row holds what users read: status, plan, trace, pending client calls, answer, usage."""
+
+    __tablename__ = "agent_runs"
+    __table_args__ = (
+        Index("ix_agent_runs_tenant_created", "tenant_id", "created_at"),
+        Index("ix_agent_runs_status", "status"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    agent: Mapped[str] = mapped_column(String(32))  # react | rewoo | plan_execute
+    # queued | running | requires_action | completed | failed | cancelled
+    status: Mapped[str] = mapped_column(String(32))
+    input: Mapped[str] = mapped_column(Text)
+    collection_ids: Mapped[list] = mapped_column(JSONB, default=list)
+    tools: Mapped[list] = mapped_column(JSONB, default=list)  # enabled built-in tool names
+    client_tools: Mapped[list] = mapped_column(JSONB, default=list)  # caller-run OpenAI function tools
+    budgets: Mapped[dict] = mapped_column(JSONB, default=dict)
+    review_plan: Mapped[bool] = mapped_column(default=False)
+    plan: Mapped[list] = mapped_column(JSONB, default=list)
+    trace: Mapped[list] = mapped_column(JSONB, default=list)
+    required_action: Mapped[dict] = mapped_column(JSONB, default=dict)  # the interrupt awaiting the caller
+    answer: Mapped[str | None] = mapped_column(Text)
+    citations: Mapped[list] = mapped_column(JSONB, default=list)
+    usage: Mapped[dict] = mapped_column(JSONB, default=dict)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))  # answered | budget_exhausted | ...
+    detail: Mapped[str | None] = mapped_column(Text)
+    active_s: Mapped[float] = mapped_column(default=0.0)  # time spent running, for the wall-clock budget
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,5 +1,7 @@
 """POST /v1/chat/completions, OpenAI-compatible at the platform level.
 
+`model: "agent/<react|rewoo|plan_execute>"` runs an agent on the task in the last user message over
+the collections named in the extra `collections` field (all the tenant's when absent).
 `model: "rag/<collection>"` runs the grounded question-answering pipeline on that collection (the
 last user message is the question, earlier turns the history); citations ride along in an extra
 `citations` field of the response and of the final stream chunk. Any other model name passes
@@ -21,6 +23,7 @@ from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.ratelimit import RateLimit, charging
+from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
 from api.state import AppState
 from api.streaming import ending_with_error_event
@@ -33,6 +36,7 @@ from inference.protocol import InvalidRequestError, SamplingParams
 router = APIRouter(prefix="/v1", tags=["chat"])
 
 RAG_PREFIX = "rag/"
+AGENT_PREFIX = "agent/"
 
 
 class ChatMessage(BaseModel):
@@ -54,6 +58,7 @@ class ChatBody(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1)
     seed: Seed | None = None
     stop: str | list[str] | None = None
+    collections: list[str] = Field(default_factory=list, description="For agent/<kind> models.")
 
     def output_constraint(self) -> StructuredOutputSpec | None:
         """The requested output constraint, validated (InvalidRequestError: 400)."""
@@ -84,6 +89,13 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
         constraint = body.output_constraint()
     except InvalidRequestError as exc:
         raise ApiError(400, "invalid_request", str(exc)) from exc
+    if body.model.startswith(AGENT_PREFIX):
+        if body.messages[-1].role != "user":
+            raise ApiError(400, "invalid_messages", "the last message must be the user's task")
+        kind, task = body.model.removeprefix(AGENT_PREFIX), body.messages[-1].content
+        async for event in agents.chat_events(state, tenant, kind, task, body.collections):
+            yield event
+        return
     if body.model.startswith(RAG_PREFIX):
         if body.messages[-1].role != "user":
             raise ApiError(400, "invalid_messages", "the last message must be the user's question")
@@ -116,7 +128,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
         raise ApiError(
             400,
             "model_not_found",
-            f"unknown model {body.model!r}: use {backend.model_name!r} or rag/<collection>",
+            f"unknown model {body.model!r}: use {backend.model_name!r}, rag/<collection> or agent/<kind>",
         )
     if constraint is not None and not isinstance(backend, LocalChatBackend):
         raise ApiError(

@@ -1,0 +1,158 @@
+"""Plan-and-Execute: a planner writes a short step list, a ReAct sub-graph carries out each step,
+a re-planner either answers or writes the steps still needed.
+
+    START -> planner -> review -> executor -> replanner --(final_answer)--> END
+                                    ^              |
+                                    \\--(replan)----/
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from agents.chat_model import function_tool
+from agents.graphs import examples, react
+from agents.graphs.common import (
+    AgentDeps,
+    RunState,
+    deps_of,
+    emit,
+    final_call,
+    finish,
+    llm_turn,
+    over_budget,
+    stop,
+)
+from agents.tools import final_answer_tool
+
+PLAN_TOOL, REPLAN_TOOL = "plan", "replan"
+MAX_PLAN_STEPS = 3
+PLANNER = "Break the task into at most 3 short steps, each a thing to look up or compute."
+REPLANNER = (
+    "You are given a task, its plan and the results so far. If the results answer the task, call "
+    "final_answer with the answer and source numbers; otherwise call replan with the steps still needed."
+)
+
+_react = react.build_graph().compile()
+
+
+class PlanExecuteState(RunState, total=False):
+    plan: list[str]
+    past_steps: Annotated[list[dict], operator.add]  # {"step", "result"}
+
+
+def _steps_tool(name: str, description: str) -> dict:
+    steps = {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": 100},
+        "minItems": 1,
+        "maxItems": MAX_PLAN_STEPS,
+    }
+    return function_tool(
+        name, description, {"type": "object", "properties": {"steps": steps}, "required": ["steps"]}
+    )
+
+
+def check_plan(steps: list, deps: AgentDeps | None = None) -> list[str]:
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) and s.strip() for s in steps):
+        raise ValueError("a plan is a non-empty list of step descriptions")
+    return [s.strip() for s in steps]
+
+
+async def planner(state: PlanExecuteState, config: RunnableConfig) -> dict:
+    deps = deps_of(config)
+    messages = [
+        {"role": "system", "content": PLANNER},
+        *examples.PLANNER,
+        {"role": "user", "content": state["task"]},
+    ]
+    turn, update = await llm_turn(
+        deps, "planner", messages, [_steps_tool(PLAN_TOOL, "The steps.")], PLAN_TOOL
+    )
+    call = next((c for c in turn.tool_calls if c.error is None), None)
+    if call is None:
+        return {**update, **stop("error", f"the planner wrote no valid plan ({turn.finish_reason})")}
+    plan = check_plan(call.arguments["steps"])
+    return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan}
+
+
+async def review(state: PlanExecuteState, config: RunnableConfig) -> dict:
+    """With review_plan, pause so that the caller approves or replaces the plan."""
+    if not deps_of(config).review_plan or state.get("finish_reason"):
+        return {}
+    decision = interrupt({"type": "review_plan", "plan": state["plan"]})
+    if decision.get("plan") is None:
+        return emit({"type": "plan_approved"})
+    plan = check_plan(decision["plan"])
+    return {**emit({"type": "plan", "plan": plan, "edited": True}), "plan": plan}
+
+
+async def executor(state: PlanExecuteState, config: RunnableConfig) -> dict:
+    """Runs the plan's first step with the ReAct sub-graph (same budgets, same sources)."""
+    deps = deps_of(config)
+    if reason := over_budget(state, deps):
+        return stop("budget_exhausted", reason)
+    step = state["plan"][0]
+    usage = state.get("usage", {})
+    task = step  # NOTE: the step alone: the small model copies its task into the search query
+    out = await _react.ainvoke({"task": task, "usage": usage, "sources": state.get("sources", {})}, config)
+    used = {k: v - usage.get(k, 0) for k, v in out.get("usage", {}).items()}
+    update = {"steps": out.get("steps", []), "sources": out.get("sources", {}), "usage": used}
+    if out.get("finish_reason") not in (None, "answered"):
+        return {**update, "finish_reason": out["finish_reason"], "detail": out.get("detail")}
+    result = out.get("answer") or "(no result)"
+    return {**update, "past_steps": [{"step": step, "result": result}], "plan": state["plan"][1:]}
+
+
+async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
+    deps = deps_of(config)
+    if reason := over_budget(state, deps):
+        return stop("budget_exhausted", reason)
+    done = "\n".join(f"- {p['step']}: {p['result']}" for p in state.get("past_steps", []))
+    left = "\n".join(f"- {s}" for s in state.get("plan", [])) or "(none)"
+    sources = "\n".join(f"[{s['number']}] {s['title']}" for s in state.get("sources", {}).values())
+    content = f"Task: {state['task']}\n\nDone:\n{done}\n\nSteps left:\n{left}\n\nSources:\n{sources}"
+    tools = [final_answer_tool(), _steps_tool(REPLAN_TOOL, "The steps still needed.")]
+    messages = [
+        {"role": "system", "content": REPLANNER},
+        *examples.REPLANNER,
+        {"role": "user", "content": content},
+    ]
+    turn, update = await llm_turn(deps, "replanner", messages, tools)
+    if final := final_call(turn):
+        return {**update, **finish({**state, **update}, final)}
+    call = next((c for c in turn.tool_calls if c.error is None), None)
+    if call is None:
+        return {
+            **update,
+            **stop("error", f"the re-planner gave neither an answer nor a plan ({turn.finish_reason})"),
+        }
+    plan = check_plan(call.arguments["steps"])
+    return {**update, **emit({"type": "plan", "plan": plan, "replanned": True}), "plan": plan}
+
+
+def _next(state: PlanExecuteState) -> str:
+    return END if state.get("finish_reason") else "executor"
+
+
+def _after_executor(state: PlanExecuteState) -> str:
+    return END if state.get("finish_reason") else "replanner"
+
+
+def build_graph() -> StateGraph:
+    graph = StateGraph(PlanExecuteState)
+    graph.add_node("planner", planner)
+    graph.add_node("review", review)
+    graph.add_node("executor", executor)
+    graph.add_node("replanner", replanner)
+    graph.add_edge(START, "planner")
+    graph.add_edge("planner", "review")
+    graph.add_conditional_edges("review", _next, ["executor", END])
+    graph.add_conditional_edges("executor", _after_executor, ["replanner", END])
+    graph.add_conditional_edges("replanner", _next, ["executor", END])
+    return graph

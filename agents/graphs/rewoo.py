@@ -1,0 +1,191 @@
+"""ReWOO: plan every tool call up front in one grammar-constrained call, run them, then answer.
+
+    START -> planner -> review -> worker --(steps left)--> worker
+                                        \\--(done)--> solver -> END
+
+The plan is data: `[{"id": "E1", "tool": "search", "input": "..."}, ...]`; a step's input may
+mention the evidence of earlier steps as `#E1`, replaced by that step's observation before it runs.
+Two LLM calls in all (planner, solver) however many tools run: that is where the tokens are saved.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from agents.chat_model import ToolCall, function_tool
+from agents.graphs import examples
+from agents.graphs.common import (
+    AgentDeps,
+    RunState,
+    deps_of,
+    emit,
+    final_call,
+    finish,
+    llm_turn,
+    over_budget,
+    run_calls,
+    stop,
+)
+from agents.tools import BUILTIN, FINAL_ANSWER
+
+PLAN_TOOL = "plan"
+MAX_PLAN_STEPS = 4
+EVIDENCE_CHARS = 200
+_REFERENCE = re.compile(r"#E(\d+)")
+
+PLANNER = (
+    "Make a plan for the task: a list of tool calls, each with one input. A later step may use the "
+    "result of an earlier one by writing #E1, #E2, ... in its input. Usually: one search per fact."
+)
+SOLVER = "Answer the task from the evidence. Call final_answer with the answer and its source numbers."
+
+
+class RewooState(RunState, total=False):
+    plan: list[dict]
+    evidence: dict[str, str]  # step id -> observation
+    values: dict[str, str]  # step id -> what #E<n> stands for: the tool's plain value, else the observation
+
+
+def plan_tool(deps: AgentDeps) -> dict:
+    names = [t["function"]["name"] for t in deps.offered(with_final=False)]
+    step = {
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "enum": names},
+            "input": {"type": "string", "minLength": 1, "maxLength": 100},
+        },
+        "required": ["tool", "input"],
+    }
+    steps = {"type": "array", "items": step, "minItems": 1, "maxItems": MAX_PLAN_STEPS}
+    return function_tool(
+        PLAN_TOOL,
+        "The plan: tool calls in order.",
+        {"type": "object", "properties": {"steps": steps}, "required": ["steps"]},
+    )
+
+
+def check_plan(steps: list, deps: AgentDeps) -> list[dict]:
+    """A plan as stored: numbered steps naming offered tools (ValueError otherwise)."""
+    names = {t["function"]["name"] for t in deps.offered(with_final=False)}
+    plan = []
+    for i, step in enumerate(steps, start=1):
+        if (
+            not isinstance(step, dict)
+            or step.get("tool") not in names
+            or not str(step.get("input", "")).strip()
+        ):
+            raise ValueError(f"plan step {i} must be {{'tool': one of {sorted(names)}, 'input': text}}")
+        plan.append({"id": f"E{i}", "tool": step["tool"], "input": str(step["input"])})
+    return plan
+
+
+async def planner(state: RewooState, config: RunnableConfig) -> dict:
+    deps = deps_of(config)
+    tools = deps.offered(with_final=False)
+    listing = "\n".join(f"- {t['function']['name']}: {t['function']['description']}" for t in tools)
+    messages = [
+        {"role": "system", "content": f"{PLANNER}\nTools:\n{listing}"},
+        *examples.REWOO_PLANNER,
+        {"role": "user", "content": state["task"]},
+    ]
+    turn, update = await llm_turn(deps, "planner", messages, [plan_tool(deps)], PLAN_TOOL)
+    call = next((c for c in turn.tool_calls if c.error is None), None)
+    if call is None:
+        return {**update, **stop("error", f"the planner wrote no valid plan ({turn.finish_reason})")}
+    plan = check_plan(call.arguments["steps"], deps)[: deps.budgets.max_steps]
+    return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan, "evidence": {}, "values": {}}
+
+
+async def review(state: RewooState, config: RunnableConfig) -> dict:
+    """With review_plan, pause so that the caller approves or replaces the plan."""
+    deps = deps_of(config)
+    if not deps.review_plan or state.get("finish_reason"):
+        return {}
+    decision = interrupt({"type": "review_plan", "plan": state["plan"]})
+    if decision.get("plan") is None:
+        return emit({"type": "plan_approved"})
+    plan = check_plan(decision["plan"], deps)
+    return {**emit({"type": "plan", "plan": plan, "edited": True}), "plan": plan}
+
+
+def _argument_name(deps: AgentDeps, tool: str) -> str:
+    """Which argument a plan step's single input fills: the tool's first declared one."""
+    schema = (
+        BUILTIN[tool].schema()
+        if tool in BUILTIN
+        else next(t["function"]["parameters"] for t in deps.client_tools if t["function"]["name"] == tool)
+    )
+    return next(iter(schema.get("properties", {})), "input")
+
+
+async def worker(state: RewooState, config: RunnableConfig) -> dict:
+    deps = deps_of(config)
+    if reason := over_budget(state, deps):
+        return stop("budget_exhausted", reason)
+    evidence, values = state.get("evidence", {}), state.get("values", {})
+    step = next(s for s in state["plan"] if s["id"] not in evidence)
+
+    def substitute(match: re.Match) -> str:
+        return values.get(f"E{match.group(1)}", match.group(0))[:EVIDENCE_CHARS]
+
+    arguments = {_argument_name(deps, step["tool"]): _REFERENCE.sub(substitute, step["input"])}
+    call = ToolCall(step["tool"], arguments, id=f"call_{step['id']}")
+    [observation], update = await run_calls(state, deps, [call])
+    value = update["steps"][-1].get("value", observation)
+    return {
+        **update,
+        "evidence": {**evidence, step["id"]: observation},
+        "values": {**values, step["id"]: str(value)},
+    }
+
+
+async def solver(state: RewooState, config: RunnableConfig) -> dict:
+    deps = deps_of(config)
+    if reason := over_budget(state, deps):
+        return stop("budget_exhausted", reason)
+    lines = [
+        f"#{s['id']} {s['tool']}[{s['input']}]: {state['evidence'].get(s['id'], '')}" for s in state["plan"]
+    ]
+    messages = [
+        {"role": "system", "content": SOLVER},
+        *examples.REWOO_SOLVER,
+        {"role": "user", "content": f"Task: {state['task']}\n\nEvidence:\n" + "\n".join(lines)},
+    ]
+    turn, update = await llm_turn(
+        deps,
+        "solver",
+        messages,
+        [t for t in deps.offered() if t["function"]["name"] == FINAL_ANSWER],
+        FINAL_ANSWER,
+    )
+    if final := final_call(turn):
+        return {**update, **finish({**state, **update}, final)}
+    return {**update, **stop("error", f"the solver gave no valid answer ({turn.finish_reason})")}
+
+
+def _after_review(state: RewooState) -> str:
+    return END if state.get("finish_reason") else "worker"
+
+
+def _after_worker(state: RewooState) -> str:
+    if state.get("finish_reason"):
+        return END
+    return "worker" if len(state.get("evidence", {})) < len(state["plan"]) else "solver"
+
+
+def build_graph() -> StateGraph:
+    graph = StateGraph(RewooState)
+    graph.add_node("planner", planner)
+    graph.add_node("review", review)
+    graph.add_node("worker", worker)
+    graph.add_node("solver", solver)
+    graph.add_edge(START, "planner")
+    graph.add_edge("planner", "review")
+    graph.add_conditional_edges("review", _after_review, ["worker", END])
+    graph.add_conditional_edges("worker", _after_worker, ["worker", "solver", END])
+    graph.add_edge("solver", END)
+    return graph

@@ -1,0 +1,235 @@
+"""Drives agent runs: starts a graph as an asyncio task, streams its events, records the run.
+
+A run is one LangGraph thread (thread id = run id) on the Postgres checkpointer. It advances in
+segments: from the start, or from a `Command(resume=...)` with client tool outputs or a reviewed
+plan, until it finishes or pauses on an interrupt. Between segments nothing lives in memory, so a
+run waiting for its caller survives an API restart; one cut mid-segment is resumed from its last
+checkpoint by `recover()` when the next process starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import psycopg
+from langgraph.types import Command
+from sqlalchemy.orm import Session, sessionmaker
+
+from agents.chat_model import AgentChatModel
+from agents.graphs import BUILDERS
+from agents.graphs.common import AgentDeps, Budgets
+from agents.runs.checkpoints import open_checkpointer, prune_finished
+from agents.runs.store import ACTIVE, FINISHED, WAITING, finish_run, run_dict
+from agents.tools import ToolContext
+from core.models import AgentRun
+from core.settings import Settings
+from inference.client import ChatBackend
+
+log = logging.getLogger("groundwork.agents")
+RETRIES = 3  # a segment that lost its database connection is resumed from its last checkpoint
+
+
+class AgentRunner:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        settings: Settings,
+        database_url: str,
+        backend: Callable[[], ChatBackend],
+    ) -> None:
+        self.sessions, self.settings, self.database_url, self.backend = (
+            sessions,
+            settings,
+            database_url,
+            backend,
+        )
+        self.tasks: dict[uuid.UUID, asyncio.Task] = {}
+        self.listeners: dict[uuid.UUID, list[asyncio.Queue]] = {}
+        self._cancelling: set[uuid.UUID] = set()
+        self._saver = None
+        self._pool = None
+        self._lock = asyncio.Lock()
+        self.recovered = False
+
+    async def saver(self):
+        async with self._lock:
+            if self._saver is None:
+                self._pool, self._saver = await open_checkpointer(self.database_url)
+        return self._saver
+
+    # --- starting and resuming -----------------------------------------------------------------
+
+    def start(self, run_id: uuid.UUID, resume: Any = None, fresh: bool = False) -> asyncio.Task:
+        """Run the next segment in the background (from the start, a resume value, or the last checkpoint)."""
+        if run_id in self.tasks:
+            raise RuntimeError(f"run {run_id} is already working")
+        task = asyncio.create_task(self._drive(run_id, resume, fresh))
+        self.tasks[run_id] = task
+        task.add_done_callback(
+            lambda _: self.tasks.pop(run_id, None) if self.tasks.get(run_id) is task else None
+        )
+        return task
+
+    async def recover(self) -> list[uuid.UUID]:
+        """Resume runs a previous process left mid-segment; prune finished runs' checkpoints."""
+        await self.saver()
+        self.recovered = True
+        with self.sessions() as session:
+            ids = [r.id for r in session.query(AgentRun).filter(AgentRun.status.in_(ACTIVE))]
+            pruned = prune_finished(session)
+            session.commit()
+        if pruned:
+            log.info("pruned checkpoints of %d finished agent runs", pruned)
+        for run_id in ids:
+            if run_id not in self.tasks:
+                self.start(run_id)
+        return ids
+
+    async def wait(self, run_id: uuid.UUID) -> None:
+        task = self.tasks.get(run_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def subscribe(self, run_id: uuid.UUID) -> asyncio.Queue:
+        queue: asyncio.Queue = asyncio.Queue()
+        self.listeners.setdefault(run_id, []).append(queue)
+        return queue
+
+    async def events(self, run_id: uuid.UUID, queue: asyncio.Queue) -> AsyncIterator[dict]:
+        """The run's live events up to the end of the current segment (`final` or `requires_action`)."""
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if event["type"] in ("final", "requires_action"):
+                    return
+        finally:
+            self.listeners.get(run_id, []).remove(queue)
+
+    async def cancel(self, run: AgentRun, session: Session) -> None:
+        task = self.tasks.get(run.id)
+        if task is not None:
+            self._cancelling.add(run.id)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            session.refresh(run)
+            return
+        finish_run(run, "cancelled", {}, "cancelled while waiting for the caller")
+        session.commit()
+        await self._prune(run.id)
+        self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})
+
+    def shutdown(self) -> None:
+        """Process exit: stop segments without marking them, so the next process resumes them."""
+        for task in list(self.tasks.values()):
+            task.cancel()
+
+    # --- one segment ---------------------------------------------------------------------------
+
+    def _deps(self, run: AgentRun) -> AgentDeps:
+        backend = self.backend()
+        context = ToolContext(
+            self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
+        )
+        model = AgentChatModel(backend, cache_salt=str(run.tenant_id))
+        return AgentDeps(
+            model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
+        )
+
+    async def _drive(self, run_id: uuid.UUID, resume: Any, fresh: bool) -> None:
+        with self.sessions() as session:
+            run = session.get(AgentRun, run_id)
+            if run is None or run.status in FINISHED:
+                return
+            graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
+            config = {
+                "configurable": {"thread_id": str(run.id), "deps": self._deps(run)},
+                "recursion_limit": 200,
+            }
+            graph_input: Any = (
+                {"task": run.input, "usage": {}}
+                if fresh
+                else (Command(resume=resume) if resume is not None else None)
+            )
+            run.status, run.required_action = "running", {}
+            session.commit()
+            started = time.monotonic()
+            interrupt: dict | None = None
+            try:
+                left = Budgets(**run.budgets).max_seconds - run.active_s
+                async with asyncio.timeout(max(left, 0.001)):
+                    interrupt = await self._stream(run, session, graph, graph_input, config)
+                values = (await graph.aget_state(config)).values
+            except TimeoutError:
+                values = (await graph.aget_state(config)).values
+                values = {**values, "finish_reason": "budget_exhausted", "detail": "wall-clock budget spent"}
+            except asyncio.CancelledError:
+                run.active_s += time.monotonic() - started
+                if run_id not in self._cancelling:
+                    session.commit()
+                    raise  # shutting down: the run stays "running" for recover()
+                self._cancelling.discard(run_id)
+                values = {"finish_reason": "cancelled", "detail": "cancelled by the caller"}
+                started = time.monotonic()
+            except Exception as exc:
+                log.exception("agent run %s failed", run_id)
+                values = {"finish_reason": "error", "detail": f"{type(exc).__name__}: {exc}"}
+            run.active_s += time.monotonic() - started
+            await self._record(run, session, values, interrupt)
+
+    async def _stream(self, run: AgentRun, session: Session, graph, graph_input, config) -> dict | None:
+        """Stream one segment; returns the interrupt it paused on, if any."""
+        interrupt = None
+        for attempt in range(RETRIES):
+            try:
+                async for _ns, mode, data in graph.astream(
+                    graph_input, config, stream_mode=["custom", "updates"], subgraphs=True
+                ):
+                    if mode == "custom":
+                        run.trace = [*run.trace, data]
+                        self._publish(run.id, data)
+                    elif "__interrupt__" in data:
+                        interrupt = data["__interrupt__"][0].value
+                    elif mode == "updates":
+                        session.commit()  # the trace so far, for GET while the run works
+                return interrupt
+            except psycopg.OperationalError:
+                if attempt == RETRIES - 1:
+                    raise
+                log.warning("agent run %s lost its database connection; resuming", run.id, exc_info=True)
+                await asyncio.sleep(0.5 * 2**attempt)
+                graph_input = None
+        return interrupt
+
+    async def _record(self, run: AgentRun, session: Session, values: dict, interrupt: dict | None) -> None:
+        run.usage = values.get("usage") or run.usage
+        run.plan = values.get("plan") or run.plan
+        if interrupt is not None and not values.get("finish_reason"):
+            run.status, run.required_action = WAITING, interrupt
+            session.commit()
+            self._publish(run.id, {"type": "requires_action", **run_dict(run, trace=False)})
+            return
+        finish_run(
+            run,
+            values.get("finish_reason") or "error",
+            values,
+            None if values.get("finish_reason") else "the graph ended without an answer",
+        )
+        session.commit()
+        await self._prune(run.id)
+        self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})
+
+    async def _prune(self, run_id: uuid.UUID) -> None:
+        try:
+            await (await self.saver()).adelete_thread(str(run_id))
+        except psycopg.Error:  # recover() sweeps again later
+            log.warning("could not prune checkpoints of run %s", run_id, exc_info=True)
+
+    def _publish(self, run_id: uuid.UUID, event: dict) -> None:
+        for queue in self.listeners.get(run_id, []):
+            queue.put_nowait(event)

@@ -1,0 +1,69 @@
+"""Built-in tools, client-side tools declared by the caller, and `final_answer`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.tools.base import Tool, ToolContext, ToolResult
+from agents.tools.calculator import calculator
+from agents.tools.knowledge import ask, list_collections, read_chunk, read_document, search
+from inference.grammar.tools import normalize_tools
+from inference.protocol import InvalidRequestError
+
+BUILTIN: dict[str, Tool] = {
+    t.name: t
+    for t in map(Tool.from_function, (search, read_chunk, read_document, list_collections, calculator, ask))
+}
+DEFAULT_TOOLS = ("search", "read_chunk", "calculator")
+FINAL_ANSWER = "final_answer"
+ANSWER_MAX_CHARS = 300
+
+
+def final_answer_tool(max_sources: int = 3) -> dict:
+    """How every agent finishes: the answer and the source numbers it rests on."""
+    return {
+        "type": "function",
+        "function": {
+            "name": FINAL_ANSWER,
+            "description": "Give the final answer to the task, citing source numbers.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_MAX_CHARS},
+                    "sources": {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 1, "maximum": 99},
+                        "maxItems": max_sources,
+                    },
+                },
+                "required": ["answer", "sources"],
+            },
+        },
+    }
+
+
+def check_client_tools(tools: Any) -> list[dict]:
+    """Caller-declared functions (OpenAI tool shape); ValueError with the reason when invalid."""
+    if not tools:
+        return []
+    try:
+        names = [t["name"] for t in normalize_tools(tools)]
+    except InvalidRequestError as exc:
+        raise ValueError(str(exc)) from exc
+    clash = set(names) & (set(BUILTIN) | {FINAL_ANSWER})
+    if clash:
+        raise ValueError(f"client tool names clash with built-in tools: {sorted(clash)}")
+    return list(tools)
+
+
+__all__ = [
+    "ANSWER_MAX_CHARS",
+    "BUILTIN",
+    "DEFAULT_TOOLS",
+    "FINAL_ANSWER",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "check_client_tools",
+    "final_answer_tool",
+]

@@ -1,0 +1,259 @@
+"""/v1/agents/runs: start agent runs, read their traces, answer their client tool calls, review plans."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy.orm import Session
+
+from agents.graphs import KINDS, PLAN_CHECKS
+from agents.graphs.common import Budgets
+from agents.runs.runner import AgentRunner
+from agents.runs.store import WAITING, get_run, list_runs, run_dict
+from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
+from api.deps import CurrentTenant, StateDep
+from api.errors import ApiError
+from api.llm import chat_backend
+from api.routers.collections import get_collection
+from api.state import AppState
+from core.models import AgentRun
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"])
+AgentKind = Literal["react", "rewoo", "plan_execute"]
+assert set(KINDS) == {"react", "rewoo", "plan_execute"}
+
+
+class RunBody(BaseModel):
+    agent: AgentKind = "react"
+    input: str = Field(min_length=1, max_length=4000, description="The task.")
+    collections: list[str] = Field(
+        default_factory=list, description="Collections (ids or names); all if empty."
+    )
+    tools: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        description="Built-in tool names and/or client-side OpenAI function tools the caller runs.",
+    )
+    budgets: Budgets = Field(default_factory=Budgets)
+    review_plan: bool = Field(default=False, description="Pause after planning (rewoo, plan_execute).")
+    stream: bool = False
+    background: bool = Field(default=False, description="Return at once (202) instead of at the first stop.")
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: list) -> list:
+        unknown = [t for t in tools if isinstance(t, str) and t not in BUILTIN]
+        if unknown:
+            raise ValueError(f"unknown built-in tools {unknown}; known: {sorted(BUILTIN)}")
+        check_client_tools([t for t in tools if isinstance(t, dict)])
+        return tools
+
+
+class ToolOutput(BaseModel):
+    tool_call_id: str
+    output: str = Field(max_length=20_000)
+
+
+class ToolOutputsBody(BaseModel):
+    tool_outputs: list[ToolOutput] = Field(min_length=1)
+    stream: bool = False
+
+
+class PlanBody(BaseModel):
+    plan: list | None = Field(default=None, description="A replacement plan; omit to approve as is.")
+    stream: bool = False
+
+
+def agent_runner(state: AppState) -> AgentRunner:
+    runner = state.extras.get("agent_runner")
+    if runner is None:
+        runner = AgentRunner(state.sessions, state.settings, state.database.url, lambda: chat_backend(state))
+        state.extras["agent_runner"] = runner
+    return runner
+
+
+async def ready_runner(state: AppState) -> AgentRunner:
+    """The runner; on first use in this process it resumes runs a previous process left mid-way."""
+    runner = agent_runner(state)
+    if not runner.recovered:
+        await runner.recover()
+    return runner
+
+
+async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:
+    collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(body.collections)]
+    # `tools` is exactly what the agent may use; without it, the default built-ins.
+    builtin = [t for t in body.tools if isinstance(t, str)] if body.tools else list(DEFAULT_TOOLS)
+    run = AgentRun(
+        tenant_id=tenant,
+        agent=body.agent,
+        status="queued",
+        input=body.input,
+        collection_ids=[str(c.id) for c in collections],
+        tools=list(dict.fromkeys(builtin)),
+        client_tools=[t for t in body.tools if isinstance(t, dict)],
+        budgets=body.budgets.model_dump(),
+        review_plan=body.review_plan,
+        plan=[],
+        trace=[],
+        required_action={},
+        citations=[],
+        usage={},
+    )
+    session.add(run)
+    session.commit()
+    return run
+
+
+async def _advance(
+    state: AppState,
+    session: Session,
+    run: AgentRun,
+    stream: bool,
+    background: bool = False,
+    resume: Any = None,
+    fresh: bool = False,
+):
+    """Run the next segment; stream its events, return at once, or return the run at its next stop."""
+    runner = await ready_runner(state)
+    queue = runner.subscribe(run.id) if stream else None
+    runner.start(run.id, resume=resume, fresh=fresh)
+    if stream:
+        return StreamingResponse(_sse(runner.events(run.id, queue)), media_type="text/event-stream")
+    if background:
+        return JSONResponse(run_dict(run, trace=False), status_code=202)
+    await runner.wait(run.id)
+    session.refresh(run)
+    return run_dict(run)
+
+
+async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[str]:
+    async for event in events:
+        yield f"event: {event['type']}\ndata: {json.dumps(event, default=str)}\n\n"
+
+
+def _run_or_404(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> AgentRun:
+    run = get_run(session, tenant, run_id)
+    if run is None:
+        raise ApiError(404, "run_not_found", f"no agent run {run_id}")
+    return run
+
+
+@router.post("/runs")
+async def start_run(body: RunBody, tenant: CurrentTenant, state: StateDep):
+    """Start an agent run; streams its steps (SSE) with `stream`, else returns it at its first stop."""
+    await ready_runner(state)
+    with state.sessions() as session:
+        run = await create_run(state, session, tenant, body)
+        return await _advance(state, session, run, body.stream, body.background, fresh=True)
+
+
+@router.get("/runs")
+def get_runs(
+    tenant: CurrentTenant, state: StateDep, limit: int = Query(20, ge=1, le=100), status: str | None = None
+):
+    """The tenant's runs, newest first (without traces)."""
+    with state.sessions() as session:
+        return {
+            "object": "list",
+            "data": [run_dict(r, trace=False) for r in list_runs(session, tenant, limit, status)],
+        }
+
+
+@router.get("/runs/{run_id}")
+def get_one(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
+    """One run with its full trace: steps, calls, observations, tokens, timings."""
+    with state.sessions() as session:
+        return run_dict(_run_or_404(session, tenant, run_id))
+
+
+@router.post("/runs/{run_id}/tool_outputs")
+async def submit_tool_outputs(
+    run_id: uuid.UUID, body: ToolOutputsBody, tenant: CurrentTenant, state: StateDep
+):
+    """Give the outputs of the client tool calls a run is waiting for; the run resumes."""
+    with state.sessions() as session:
+        run = _run_or_404(session, tenant, run_id)
+        action = run.required_action or {}
+        if run.status != WAITING or action.get("type") != "requires_action":
+            raise ApiError(
+                409, "not_waiting_for_tool_outputs", f"run {run_id} is {run.status}, not waiting for tools"
+            )
+        pending = {c["id"] for c in action["tool_calls"]}
+        given = {o.tool_call_id: o.output for o in body.tool_outputs}
+        if set(given) != pending:
+            raise ApiError(
+                400,
+                "tool_outputs_mismatch",
+                "give exactly one output per pending tool call",
+                {"pending": sorted(pending), "given": sorted(given)},
+            )
+        return await _advance(state, session, run, body.stream, resume=given)
+
+
+@router.post("/runs/{run_id}/plan")
+async def review_plan(run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep):
+    """Approve (no `plan`) or replace the plan of a run paused for review; the run resumes."""
+    with state.sessions() as session:
+        run = _run_or_404(session, tenant, run_id)
+        if run.status != WAITING or (run.required_action or {}).get("type") != "review_plan":
+            raise ApiError(
+                409, "not_waiting_for_review", f"run {run_id} is {run.status}, not waiting for a review"
+            )
+        if body.plan is not None:
+            try:
+                PLAN_CHECKS[run.agent](body.plan, agent_runner(state)._deps(run))
+            except ValueError as exc:
+                raise ApiError(422, "invalid_plan", str(exc)) from exc
+        return await _advance(state, session, run, body.stream, resume={"plan": body.plan})
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel_run(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
+    """Stop a run that is working or waiting; it ends with finish_reason `cancelled`."""
+    with state.sessions() as session:
+        run = _run_or_404(session, tenant, run_id)
+        if run.finished_at is not None:
+            raise ApiError(409, "run_finished", f"run {run_id} already finished ({run.finish_reason})")
+        await (await ready_runner(state)).cancel(run, session)
+        session.refresh(run)
+        return run_dict(run)
+
+
+async def chat_events(
+    state: AppState, tenant: uuid.UUID, kind: str, task: str, collections: list[str]
+) -> AsyncIterator[dict]:
+    """An agent run as chat-completion events (`token`, then `done` with citations and usage)."""
+    if kind not in KINDS:
+        raise ApiError(400, "model_not_found", f"unknown agent {kind!r}: use agent/{' | agent/'.join(KINDS)}")
+    runner = await ready_runner(state)
+    with state.sessions() as session:
+        run = await create_run(
+            state, session, tenant, RunBody(agent=kind, input=task, collections=collections)
+        )
+    queue = runner.subscribe(run.id)
+    runner.start(run.id, fresh=True)
+    async for event in runner.events(run.id, queue):
+        if event["type"] != "final":
+            continue
+        usage = event["usage"] or {}
+        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        text = event["answer"] or f"(no answer: {event['finish_reason']}: {event['detail']})"
+        yield {"type": "token", "text": text}
+        yield {
+            "type": "done",
+            "answer": text,
+            "citations": event["citations"],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+            "finish_reason": "stop" if event["finish_reason"] == "answered" else "length",
+            "agent_run_id": event["id"],
+        }

@@ -1,0 +1,406 @@
+"""Agents: `python -m benchmarks.agents [--quick] [--limit N] [--tasks N] [--skip-bfcl] [--skip-tasks]`.
+
+Two parts, both on the in-process engine with the packaged model (settings `llm_model`):
+
+1. Tool calls on BFCL (../shared/eval/bfcl-dev: live_simple, live_multiple, irrelevance), with and
+   without grammar constraints. Constrained: `tool_choice` required (irrelevance cases also get a
+   `final_answer` escape, as our agents do); unconstrained: the same tools prompt, free text, calls
+   parsed from `<tool_call>` blocks. Schema-valid rate (calls that parse and validate), BFCL AST
+   accuracy (function name, required arguments, allowed values; no extra arguments) and
+   irrelevance accuracy (no function called).
+2. Multi-step tasks built from dbpedia-entity-subset: each asks for two entities' documents by
+   name, so it needs two searches; gold = both documents. ReAct vs ReWOO vs Plan-and-Execute:
+   success (both gold documents cited or both titles in the answer), LLM calls, prompt and
+   completion tokens, wall time per task.
+
+Writes benchmarks/results/agents.json and prints tables. Tasks alternate the agent order per task
+(ABC, BCA, CAB) so that machine noise does not favour one agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
+from rich.table import Table
+
+from agents.chat_model import AgentChatModel
+from agents.graphs import BUILDERS
+from agents.graphs.common import AgentDeps, Budgets
+from agents.tools import FINAL_ANSWER, ToolContext, final_answer_tool
+
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+RESULTS = Path(__file__).parent / "results" / "agents.json"
+DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")  # created by migration 0001
+BFCL_CATEGORIES = ("live_simple", "live_multiple", "irrelevance")
+_TYPES = {"dict": "object", "float": "number", "tuple": "array"}
+console = Console()
+
+
+# --- BFCL ----------------------------------------------------------------------------------------
+
+
+def _schema(node):
+    """BFCL's Python type names -> JSON Schema (walking schema keywords, not property names)."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _schema(prop) for name, prop in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _schema(value)
+        elif key == "type" and isinstance(value, str):
+            if value != "any":
+                out[key] = _TYPES.get(value, value)
+        elif key != "default":
+            out[key] = value
+    return out
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64]
+
+
+def load_bfcl(category: str, limit: int) -> list[dict]:
+    folder = EVAL / "bfcl-dev"
+    cases = [json.loads(line) for line in (folder / f"BFCL_v4_{category}.json").read_text().splitlines()]
+    answers = {}
+    gold_file = folder / "possible_answer" / f"BFCL_v4_{category}.json"
+    if gold_file.exists():
+        answers = {a["id"]: a["ground_truth"] for a in map(json.loads, gold_file.read_text().splitlines())}
+    random.Random(0).shuffle(cases)
+    out = []
+    for case in cases[:limit]:
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": _safe(f["name"]),
+                    "description": f.get("description", "")[:500],
+                    "parameters": _schema(f["parameters"]),
+                },
+            }
+            for f in case["function"]
+        ]
+        out.append(
+            {
+                "id": case["id"],
+                "messages": case["question"][0],
+                "tools": tools,
+                "gold": answers.get(case["id"]),
+            }
+        )
+    return out
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[ ,./\-_*^]", "", text).lower()
+
+
+def _equal(value, allowed) -> bool:
+    if isinstance(allowed, str) and isinstance(value, str):
+        return _norm(value) == _norm(allowed)
+    if isinstance(allowed, bool) or isinstance(value, bool):
+        return value is allowed
+    if isinstance(allowed, int | float) and isinstance(value, int | float):
+        return float(value) == float(allowed)
+    if isinstance(allowed, list) and isinstance(value, list):
+        return len(allowed) == len(value) and all(_equal(v, a) for v, a in zip(value, allowed, strict=True))
+    if isinstance(allowed, dict) and isinstance(value, dict):
+        return all(_arg_ok(value, k, v) for k, v in allowed.items()) and set(value) <= set(allowed)
+    return value == allowed
+
+
+def _arg_ok(arguments: dict, name: str, allowed: list) -> bool:
+    if name not in arguments:
+        return "" in allowed
+    return any(_equal(arguments[name], a) for a in allowed if a != "" or arguments[name] == "")
+
+
+def ast_match(call, gold: list[dict]) -> bool:
+    """BFCL's AST rule for one call: right function, allowed values, required present, nothing extra."""
+    if call is None or not gold:
+        return False
+    name, args = next(iter(gold[0].items()))
+    if call.name != _safe(name) or set(call.arguments) - set(args):
+        return False
+    return all(_arg_ok(call.arguments, arg, allowed) for arg, allowed in args.items())
+
+
+async def bfcl(backend, limit: int) -> dict:
+    results = {}
+    for constrained in (True, False):
+        model = AgentChatModel(backend, max_tokens=512, constrained=constrained)
+        for category in BFCL_CATEGORIES:
+            rows = []
+            for case in load_bfcl(category, limit):
+                tools = case["tools"] + (
+                    [final_answer_tool()] if category == "irrelevance" and constrained else []
+                )
+                try:
+                    turn = await model.call(case["messages"], tools, "required")
+                except Exception as exc:  # a schema xgrammar cannot compile counts as a failed case
+                    rows.append({"id": case["id"], "error": f"{type(exc).__name__}: {exc}"[:200]})
+                    continue
+                calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER]
+                first = calls[0] if calls else None
+                rows.append(
+                    {
+                        "id": case["id"],
+                        "called": bool(calls),
+                        "valid": bool(calls) and all(c.error is None for c in calls),
+                        "ast": category != "irrelevance"
+                        and len(calls) == 1
+                        and ast_match(first, case["gold"]),
+                        "tokens": turn.usage.prompt_tokens + turn.usage.completion_tokens,
+                        "ms": round(turn.ms),
+                    }
+                )
+            called = [r for r in rows if r.get("called")]
+            summary = {
+                "cases": len(rows),
+                "called": len(called),
+                "schema_valid_rate": round(sum(r["valid"] for r in called) / max(1, len(called)), 3),
+                "errors": sum("error" in r for r in rows),
+                "mean_ms": round(sum(r.get("ms", 0) for r in rows) / max(1, len(rows))),
+            }
+            if category == "irrelevance":
+                summary["irrelevance_accuracy"] = round(
+                    sum(not r.get("called") for r in rows) / max(1, len(rows)), 3
+                )
+            else:
+                summary["ast_accuracy"] = round(sum(r.get("ast", False) for r in rows) / max(1, len(rows)), 3)
+            key = f"{category}/{'grammar' if constrained else 'free'}"
+            results[key] = {**summary, "rows": rows}
+            console.print(key, {k: v for k, v in summary.items()})
+    return results
+
+
+# --- multi-step tasks ----------------------------------------------------------------------------
+
+
+def build_tasks(n_tasks: int, distractors: int) -> tuple[list[dict], list[dict]]:
+    """Documents (gold pairs + distractors) and tasks naming two entities each."""
+    rows = [json.loads(line) for line in (EVAL / "dbpedia-entity-subset" / "corpus.jsonl").open()]
+    rows = [r for r in rows if r.get("title") and len(r.get("text", "")) > 80 and len(r["title"]) < 40]
+    random.Random(1).shuffle(rows)
+    gold, rest = rows[: 2 * n_tasks], rows[2 * n_tasks : 2 * n_tasks + distractors]
+    tasks = []
+    for i in range(n_tasks):
+        a, b = gold[2 * i], gold[2 * i + 1]
+        tasks.append(
+            {
+                "task": f"Find the documents about {a['title']} and about {b['title']}; say what each is.",
+                "gold": [a["_id"], b["_id"]],
+                "titles": [a["title"], b["title"]],
+            }
+        )
+    return tasks, gold + rest
+
+
+def ingest(settings, sessions, docs: list[dict]) -> uuid.UUID:
+    from retrieval.corpus import CorpusDoc, add_documents, create_collection
+    from retrieval.embedding import get_embedder
+
+    embedder = get_embedder(settings.embedding_model)
+    texts = [f"{d['title']}\n{d['text'][:600]}" for d in docs]
+    vectors = embedder.encode(texts)
+    with sessions() as s:
+        dim = vectors.shape[1]
+        collection = create_collection(
+            s,
+            DEFAULT_TENANT,
+            f"agents-bench-{uuid.uuid4().hex[:6]}",
+            settings.embedding_model,
+            dim,
+            min(dim, 384),
+        )
+        add_documents(
+            s, collection, [CorpusDoc(d["_id"], d["text"][:600], d["title"]) for d in docs], vectors
+        )
+        s.commit()
+        return collection.id
+
+
+def _succeeded(task: dict, out: dict) -> bool:
+    cited = {c.get("source_id") for c in out.get("citations") or []}
+    answer = (out.get("answer") or "").lower()
+    return all(g in cited or t.lower() in answer for g, t in zip(task["gold"], task["titles"], strict=True))
+
+
+async def run_tasks(settings, sessions, backend, collection_id, tasks: list[dict]) -> dict:
+    kinds = list(BUILDERS)
+    rows = {k: [] for k in kinds}
+    for i, task in enumerate(tasks):
+        order = kinds[i % 3 :] + kinds[: i % 3]
+        for kind in order:
+            context = ToolContext(sessions, settings, DEFAULT_TENANT, [collection_id], backend)
+            deps = AgentDeps(AgentChatModel(backend), context, ["search"], [], Budgets(max_steps=6))
+            graph = BUILDERS[kind]().compile(checkpointer=InMemorySaver())
+            config = {"configurable": {"thread_id": uuid.uuid4().hex, "deps": deps}, "recursion_limit": 100}
+            start = time.perf_counter()
+            try:
+                out = await graph.ainvoke({"task": task["task"], "usage": {}}, config)
+            except Exception as exc:  # counted as a failed task
+                out = {"finish_reason": "error", "detail": str(exc)}
+            usage = out.get("usage", {})
+            rows[kind].append(
+                {
+                    "task": i,
+                    "success": _succeeded(task, out),
+                    "finish_reason": out.get("finish_reason"),
+                    "llm_calls": usage.get("llm_calls", 0),
+                    "searches": usage.get("tool_calls", 0),
+                    "prompt_tokens": usage.get("prompt_tokens", 0),
+                    "completion_tokens": usage.get("completion_tokens", 0),
+                    "wall_s": round(time.perf_counter() - start, 2),
+                }
+            )
+        console.print(f"task {i + 1}/{len(tasks)}", {k: rows[k][-1]["success"] for k in kinds})
+    summary = {}
+    for kind, items in rows.items():
+        n = max(1, len(items))
+        summary[kind] = {
+            "tasks": len(items),
+            "success_rate": round(sum(r["success"] for r in items) / n, 3),
+            "answered_rate": round(sum(r["finish_reason"] == "answered" for r in items) / n, 3),
+            **{
+                f"mean_{k}": round(sum(r[k] for r in items) / n, 1)
+                for k in ("llm_calls", "searches", "prompt_tokens", "completion_tokens", "wall_s")
+            },
+        }
+        summary[kind]["mean_tokens"] = round(
+            summary[kind]["mean_prompt_tokens"] + summary[kind]["mean_completion_tokens"], 1
+        )
+    react, rewoo = summary["react"]["mean_tokens"], summary["rewoo"]["mean_tokens"]
+    return {"summary": summary, "react_over_rewoo_tokens": round(react / max(1.0, rewoo), 2), "rows": rows}
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def cpu_info() -> dict:
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = line.split(":", 1)[1]
+                break
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "fma")
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "flags": [f for f in wanted if f in flags.split()],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="Few cases: --limit 5 --tasks 6.")
+    parser.add_argument("--limit", type=int, default=40, help="BFCL cases per category.")
+    parser.add_argument("--tasks", type=int, default=30, help="Multi-step tasks.")
+    parser.add_argument(
+        "--distractors", type=int, default=200, help="Extra documents in the task collection."
+    )
+    parser.add_argument("--skip-bfcl", action="store_true")
+    parser.add_argument("--skip-tasks", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.limit, args.tasks = min(args.limit, 5), min(args.tasks, 6)
+
+    from cli.db import upgrade_database
+    from core.database import make_engine, make_session_factory
+    from core.runtime import open_database
+    from core.settings import get_settings
+    from inference.client import LocalChatBackend
+    from retrieval.backends import start_local_engine
+
+    settings = get_settings().model_copy(
+        update={"data_dir": Path(tempfile.mkdtemp(prefix="gw-agents-bench-"))}
+    )
+    engine_client = start_local_engine(settings)
+    backend = LocalChatBackend(engine_client)
+    report = {"model": settings.llm_model, "machine": cpu_info(), "args": vars(args)}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if not args.skip_bfcl:
+            report["bfcl"] = asyncio.run(bfcl(backend, args.limit))
+            RESULTS.write_text(json.dumps(report, indent=1))  # a long run keeps its first part
+        if not args.skip_tasks:
+            database = open_database(settings)
+            upgrade_database(database.url)
+            sessions = make_session_factory(make_engine(database.url))
+            tasks, docs = build_tasks(args.tasks, args.distractors)
+            collection_id = ingest(settings, sessions, docs)
+            report["tasks"] = asyncio.run(run_tasks(settings, sessions, backend, collection_id, tasks))
+            database.close()
+    finally:
+        engine_client.shutdown()
+    RESULTS.write_text(json.dumps(report, indent=1))
+    print_tables(report)
+
+
+def print_tables(report: dict) -> None:
+    if "bfcl" in report:
+        table = Table(title=f"BFCL tool calls ({report['model']})")
+        for column in ("category", "mode", "cases", "called", "schema-valid", "AST / irrelevance acc.", "ms"):
+            table.add_column(column)
+        for key, r in report["bfcl"].items():
+            category, mode = key.split("/")
+            accuracy = r.get("ast_accuracy", r.get("irrelevance_accuracy"))
+            table.add_row(
+                category,
+                mode,
+                str(r["cases"]),
+                str(r["called"]),
+                f"{r['schema_valid_rate']:.1%}",
+                f"{accuracy:.1%}",
+                str(r["mean_ms"]),
+            )
+        console.print(table)
+    if "tasks" in report:
+        table = Table(title="Multi-step tasks (two searches each)")
+        for column in (
+            "agent",
+            "tasks",
+            "success",
+            "LLM calls",
+            "searches",
+            "prompt tok",
+            "compl. tok",
+            "wall s",
+        ):
+            table.add_column(column)
+        for kind, s in report["tasks"]["summary"].items():
+            table.add_row(
+                kind,
+                str(s["tasks"]),
+                f"{s['success_rate']:.0%}",
+                str(s["mean_llm_calls"]),
+                str(s["mean_searches"]),
+                str(s["mean_prompt_tokens"]),
+                str(s["mean_completion_tokens"]),
+                str(s["mean_wall_s"]),
+            )
+        console.print(table)
+        console.print(f"ReAct / ReWOO tokens per task: {report['tasks']['react_over_rewoo_tokens']}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The agents' chat model on the packaged SmolLM2: grammar-constrained calls from the in-process
+engine always validate; a remote OpenAI-compatible server gets the standard tools API."""
+
+from __future__ import annotations
+
+import asyncio
+
+import jsonschema
+import pytest
+
+from agents.chat_model import AgentChatModel, ToolCall, _from_openai, validate_call
+from agents.tools import BUILTIN, final_answer_tool
+from inference.client import LocalChatBackend, RemoteChatBackend
+from inference.server import create_app as create_engine_app
+from retrieval.backends import start_local_engine
+from tests.support.http import running
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the CI box is shared
+
+BOOKING = {
+    "type": "function",
+    "function": {
+        "name": "book_table",
+        "description": "Book a restaurant table.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]},
+                "guests": {"type": "integer", "minimum": 1, "maximum": 12},
+                "notes": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 2},
+            },
+            "required": ["city", "guests"],
+        },
+    },
+}
+TOOLS = [BOOKING, BUILTIN["search"].openai(), BUILTIN["calculator"].openai(), final_answer_tool()]
+PROMPTS = ["Book a table for 4 people in Oslo, by the window.", "What is 17 times 23?"]
+
+
+@pytest.fixture(scope="module")
+def engine(settings):
+    engine = start_local_engine(settings)
+    yield engine
+    engine.shutdown()
+
+
+def test_every_constrained_call_validates_against_its_schema(engine):
+    model = AgentChatModel(LocalChatBackend(engine))
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for prompt in PROMPTS:
+        for choice in ("required", "book_table"):
+            turn = asyncio.run(model.call([{"role": "user", "content": prompt}], TOOLS, choice))
+            assert len(turn.tool_calls) == 1, (prompt, choice, turn)
+            call = turn.tool_calls[0]
+            assert call.error is None and (choice == "required" or call.name == choice), call
+            jsonschema.validate(call.arguments, schemas[call.name])
+            assert turn.usage.prompt_tokens > 0 and turn.usage.completion_tokens > 0
+
+
+def test_validation_catches_what_an_unconstrained_server_may_send():
+    bad = validate_call(ToolCall("book_table", {"city": "Rome", "guests": 2}), [BOOKING])
+    assert "invalid arguments" in bad.error
+    raw_tab = {"function": {"name": "search", "arguments": '{"query": "a\tb"}'}}  # xgrammar #800
+    assert "not JSON" in _from_openai(raw_tab).error
+    assert "unknown tool" in validate_call(ToolCall("rm", {}), [BOOKING]).error
+
+
+def test_remote_server_gets_the_openai_tools_api(engine, settings):
+    with running(create_engine_app(engine, settings.llm_model)) as url:
+        model = AgentChatModel(RemoteChatBackend(f"{url}/v1", settings.llm_model))
+        turn = asyncio.run(model.call([{"role": "user", "content": PROMPTS[0]}], [BOOKING], "book_table"))
+    [call] = turn.tool_calls
+    assert call.name == "book_table" and call.error is None
+    jsonschema.validate(call.arguments, BOOKING["function"]["parameters"])
+    assert turn.usage.prompt_tokens > 0

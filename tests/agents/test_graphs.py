@@ -1,0 +1,145 @@
+"""Graph wiring with a scripted chat model (no engine, no database): routing, plans with #E
+references, client-tool interrupts, the loop guard, budgets and failing tools."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from agents.chat_model import ModelTurn, ToolCall, validate_call
+from agents.graphs import BUILDERS
+from agents.graphs.common import AgentDeps, Budgets
+from agents.tools import ToolContext
+from inference.client import Usage
+
+pytestmark = pytest.mark.unit
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "weather",
+        "description": "Weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 40}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+class ScriptedModel:
+    """Returns the scripted calls in order and records what it was offered."""
+
+    def __init__(self, *calls: tuple[str, dict]) -> None:
+        self.calls = list(calls)
+        self.seen: list[tuple[list[dict], list[str], str]] = []
+
+    async def call(self, messages, tools, choice="required", max_tokens=None) -> ModelTurn:
+        self.seen.append((messages, [t["function"]["name"] for t in tools], choice))
+        name, arguments = self.calls.pop(0)
+        call = validate_call(ToolCall(name, arguments), tools)
+        return ModelTurn([call], "", Usage(100, 20), "tool_calls", 1.0)
+
+
+def deps(model, tools=("calculator",), client=(), **budgets) -> AgentDeps:
+    context = ToolContext(None, None, uuid.uuid4(), [], None)
+    return AgentDeps(model, context, list(tools), list(client), Budgets(**budgets))
+
+
+def run(kind: str, d: AgentDeps, task: str = "task", resume=None, thread: str = "t", saver=None):
+    graph = BUILDERS[kind]().compile(checkpointer=saver or InMemorySaver())
+    config = {"configurable": {"thread_id": thread, "deps": d}}
+    value = Command(resume=resume) if resume is not None else {"task": task, "usage": {}}
+    return graph, config, asyncio.run(graph.ainvoke(value, config))
+
+
+def test_react_runs_a_tool_then_answers():
+    model = ScriptedModel(
+        ("calculator", {"expression": "6 * 7"}), ("final_answer", {"answer": "42", "sources": []})
+    )
+    _, _, out = run("react", deps(model))
+    assert out["finish_reason"] == "answered" and out["answer"] == "42"
+    assert "6 * 7 = 42" in out["messages"][-1]["content"]
+    assert out["usage"] == {"prompt_tokens": 200, "completion_tokens": 40, "llm_calls": 2, "tool_calls": 1}
+    assert model.seen[0][2] == "required" and "final_answer" in model.seen[0][1]  # never "auto"
+
+
+def test_failing_tool_and_invalid_arguments_become_observations():
+    model = ScriptedModel(
+        ("calculator", {"expression": "import os"}),
+        ("calculator", {"expression": "x" * 500}),  # breaks maxLength: flagged, not run
+        ("final_answer", {"answer": "done", "sources": []}),
+    )
+    _, _, out = run("react", deps(model))
+    results = [s["output"] for s in out["steps"] if s["type"] == "tool_result"]
+    assert results[0].startswith("Error: calculator failed") and "invalid arguments" in results[1]
+    assert out["finish_reason"] == "answered"
+
+
+def test_loop_guard_stops_repeated_calls():
+    model = ScriptedModel(*[("calculator", {"expression": "1+1"})] * 5)
+    _, _, out = run("react", deps(model, max_repeats=2))
+    assert out["finish_reason"] == "budget_exhausted" and "loop" in out["detail"]
+
+
+def test_step_budget_stops_the_run():
+    model = ScriptedModel(*[("calculator", {"expression": f"{i}+1"}) for i in range(9)])
+    _, _, out = run("react", deps(model, max_steps=3))
+    assert out["finish_reason"] == "budget_exhausted" and out["usage"]["tool_calls"] == 3
+
+
+def test_client_tool_interrupts_and_resumes_with_the_output():
+    model = ScriptedModel(("weather", {"city": "Oslo"}), ("final_answer", {"answer": "snow", "sources": []}))
+    d, saver = deps(model, client=[WEATHER]), InMemorySaver()
+    graph, config, out = run("react", d, saver=saver)
+    [pending] = out["__interrupt__"]
+    call = pending.value["tool_calls"][0]
+    assert pending.value["type"] == "requires_action" and call["arguments"] == {"city": "Oslo"}
+    _, _, out = run("react", d, resume={call["id"]: "snowing"}, saver=saver)
+    assert out["answer"] == "snow"
+    assert "Observation: snowing" in out["messages"][-1]["content"]
+
+
+def test_rewoo_plans_once_and_substitutes_evidence():
+    model = ScriptedModel(
+        (
+            "plan",
+            {"steps": [{"tool": "calculator", "input": "2+3"}, {"tool": "calculator", "input": "#E1 * 10"}]},
+        ),
+        ("final_answer", {"answer": "50", "sources": []}),
+    )
+    _, _, out = run("rewoo", deps(model))
+    assert [s["id"] for s in out["plan"]] == ["E1", "E2"]
+    assert out["evidence"]["E2"].endswith("= 50") and out["answer"] == "50"
+    assert out["usage"]["llm_calls"] == 2 and [s[2] for s in model.seen] == ["plan", "final_answer"]
+
+
+def test_review_plan_pauses_and_takes_an_edited_plan():
+    model = ScriptedModel(
+        ("plan", {"steps": [{"tool": "calculator", "input": "1+1"}]}),
+        ("final_answer", {"answer": "9", "sources": []}),
+    )
+    d, saver = deps(model), InMemorySaver()
+    d.review_plan = True
+    _, _, out = run("rewoo", d, saver=saver)
+    assert out["__interrupt__"][0].value["type"] == "review_plan"
+    _, _, out = run("rewoo", d, resume={"plan": [{"tool": "calculator", "input": "3*3"}]}, saver=saver)
+    assert out["evidence"]["E1"] == "3*3 = 9" and out["answer"] == "9"
+
+
+def test_plan_execute_runs_each_step_with_react_then_replans():
+    model = ScriptedModel(
+        ("plan", {"steps": ["add 2 and 2"]}),
+        ("calculator", {"expression": "2+2"}),
+        ("final_answer", {"answer": "4", "sources": []}),  # the executor's ReAct step
+        ("final_answer", {"answer": "The sum is 4", "sources": []}),  # the re-planner
+    )
+    _, _, out = run("plan_execute", deps(model))
+    assert out["past_steps"] == [{"step": "add 2 and 2", "result": "4"}]
+    assert out["answer"] == "The sum is 4" and out["usage"]["llm_calls"] == 4
+    assert out["usage"]["tool_calls"] == 1
