@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 
 from api import metrics
 from api.errors import install_error_handlers
-from api.routers import ask, chat, collections, documents, health, jobs, search
+from api.routers import ask, chat, collections, documents, eval_data, evals, health, jobs, search
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
@@ -89,6 +89,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         search.router,
         ask.router,
         chat.router,
+        eval_data.router,
+        evals.router,
     ):
         app.include_router(router)
     return app
