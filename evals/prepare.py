@@ -46,7 +46,7 @@ def ensure_collection(
         collection_id = run.collection_id
     _ingest(ctx, collection_id, corpus, beat)
     with session_scope(ctx.sessions) as session:
-        beat(session, run_id, progress={"stage": "ingested", "ingested": True})
+        beat(session, progress={"stage": "ingested", "ingested": True})
     return collection_id
 
 
