@@ -154,3 +154,21 @@ def test_broken_dataset_fails_with_a_reason(client, celery_worker):
     path = upload_dataset(client, [("files", ("corpus.jsonl", b'{"_id": "a", "text": "x"}'))])
     run = wait_run(client, create_run(client, kind="retrieval", dataset={"path": path})["id"])
     assert run["status"] == "failed" and "BEIR" in run["error"]
+
+
+def test_cancel_stops_the_run_and_keeps_finished_items(client, celery_worker):
+    from tests.api.test_eval_recovery import _dataset
+
+    path = upload_dataset(client, _dataset())
+    run = create_run(
+        client, kind="retrieval", dataset={"path": path}, sweep={"mode": ["bm25", "dense", "hybrid"]}
+    )
+    cancelled = client.post(f"/v1/evals/{run['id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert client.post(f"/v1/evals/{run['id']}/cancel").status_code == 409
+    time.sleep(3)  # a worker that held it stops at its next item
+    after = client.get(f"/v1/evals/{run['id']}").json()
+    assert after["status"] == "cancelled" and after["items_done"] < 120
+    assert (
+        len(client.get(f"/v1/evals/{run['id']}/items", params={"limit": 1000}).json()) == after["items_done"]
+    )
