@@ -18,6 +18,7 @@ from retrieval.pipeline import SearchPipeline
 from retrieval.service import SearchRequest
 
 EVAL_DEPTH = 100  # ranked documents kept per query: Recall@100 needs them
+_CITATION_FIELDS = ("citation", "source_id", "chunk_id", "title", "attributed")  # not the quoted text
 
 
 @dataclass
@@ -89,7 +90,7 @@ class AnswerEvaluator:
         output = {
             "answer": done["answer"],
             "reference": item.answer,
-            "citations": done["citations"],
+            "citations": [{k: c.get(k) for k in _CITATION_FIELDS} for c in done["citations"]],
             "cited_docs": cited,
             "gold_docs": item.gold_docs,
             "grounded": done["grounded"],
