@@ -16,9 +16,7 @@ Writes benchmarks/results/fusion.json and prints tables. Dev sets only: choose d
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import time
 import uuid
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from core.models import Collection
 from core.runtime import open_database
 from core.settings import get_settings
 from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
-from retrieval.beir import BeirDataset, corpus_vectors, ingest, load_beir
+from retrieval.beir import BeirDataset, corpus_vectors, ingest, load_beir, run_mode
 from retrieval.bm25 import BM25Retriever
 from retrieval.corpus import create_collection
 from retrieval.dense import DenseRetriever
@@ -93,23 +91,6 @@ def grid(data: BeirDataset, rankings: dict[str, dict], source: dict) -> list[dic
     return rows
 
 
-def pipeline_row(session, collection, data: BeirDataset, config: RetrievalConfig, source: dict) -> dict:
-    pipeline = SearchPipeline(config.model_copy(update={"top_k": 100}))
-    runs, times = {}, []
-    for qid, query in data.queries.items():
-        t = time.perf_counter()
-        result = asyncio.run(pipeline.run(session, collection, query))
-        times.append((time.perf_counter() - t) * 1000)
-        runs[qid] = [r.source_id for r in result.results]
-        session.rollback()
-    metrics = evaluate(runs, data.qrels)
-    return {
-        **{k: round(v, 4) for k, v in metrics.items()},
-        "p50_ms": round(float(np.percentile(times, 50)), 1),
-        "p99_ms": round(float(np.percentile(times, 99)), 1),
-    }
-
-
 def study(sessions, settings, folder: Path) -> dict:
     data = load_beir(folder)
     embedder = get_embedder(settings.embedding_model)
@@ -131,7 +112,10 @@ def study(sessions, settings, folder: Path) -> dict:
             rankings[qid] = {"bm25": bm25.run(s, col.id, query), "dense": dense.run(s, col.id, 128, vec)}
             s.rollback()
         rows = grid(data, rankings, source)
-        pipelines = {name: pipeline_row(s, col, data, cfg, source) for name, cfg in named_configs().items()}
+        pipelines = {
+            name: run_mode(s, col, data, SearchPipeline(cfg.model_copy(update={"top_k": 100})))
+            for name, cfg in named_configs().items()
+        }
         s.execute(delete(Collection).where(Collection.id == col.id))
         s.commit()
     return {"dataset": str(folder), "queries": len(data.queries), "grid": rows, "pipelines": pipelines}
@@ -155,9 +139,8 @@ def main() -> None:
         for col in ("pipeline", "ndcg@10", "recall@100", "p50 ms", "p99 ms"):
             table.add_column(col)
         for name, row in ds["pipelines"].items():
-            table.add_row(
-                name, str(row["ndcg@10"]), str(row["recall@100"]), str(row["p50_ms"]), str(row["p99_ms"])
-            )
+            cells = (row[k] for k in ("ndcg@10", "recall@100", "latency_ms_p50", "latency_ms_p99"))
+            table.add_row(name, *map(str, cells))
         console.print(table)
         best = sorted(ds["grid"], key=lambda r: -r["ndcg@10"])[:8]
         console.print(
