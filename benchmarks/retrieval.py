@@ -24,7 +24,7 @@ from core.database import make_engine, make_session_factory
 from core.models import Collection
 from core.runtime import open_database
 from core.settings import get_settings
-from core.settings.retrieval import DenseConfig, RetrievalConfig
+from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
 from retrieval.corpus import CorpusDoc, add_documents, create_collection
 from retrieval.dense import DenseRetriever
 from retrieval.pipeline import SearchPipeline
@@ -70,6 +70,29 @@ def make_corpus(rng: np.random.Generator, n: int, vocab: list[str]) -> tuple[lis
         np.float32
     )
     return docs, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+# Hybrid settings timed beside the defaults (benchmarks/fusion.py measures their quality).
+HYBRID_VARIANTS = {
+    "hybrid before (rrf, 100 each)": RetrievalConfig(
+        bm25=BM25Config(candidates=100), dense=DenseConfig(candidates=100), fusion=FusionConfig(method="rrf")
+    ),
+    "hybrid rrf, 1000 each": RetrievalConfig(
+        bm25=BM25Config(candidates=1000),
+        dense=DenseConfig(candidates=1000, overfetch=1),
+        fusion=FusionConfig(method="rrf"),
+    ),
+    "hybrid convex, bm25 1000 + dense 100": RetrievalConfig(
+        bm25=BM25Config(candidates=1000),
+        dense=DenseConfig(candidates=100),
+        fusion=FusionConfig(method="convex"),
+    ),
+    "hybrid convex, 300 each": RetrievalConfig(
+        bm25=BM25Config(candidates=300),
+        dense=DenseConfig(candidates=300, overfetch=2),
+        fusion=FusionConfig(method="convex"),
+    ),
+}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -122,9 +145,10 @@ def main() -> None:
 
     latencies: dict[str, list[float]] = {}
     recall: list[float] = []
+    configs = {m: RetrievalConfig(mode=m) for m in ("bm25", "dense", "hybrid")} | HYBRID_VARIANTS
     with sessions() as s:
-        for mode in ("bm25", "dense", "hybrid"):
-            pipeline = SearchPipeline(RetrievalConfig(mode=mode, top_k=10), encoder=encoder)
+        for label, config in configs.items():
+            pipeline = SearchPipeline(config.model_copy(update={"top_k": 10}), encoder=encoder)
             asyncio.run(pipeline.run(s, collection, queries[0]))  # warm caches
             times = []
             for q in queries:
@@ -132,7 +156,7 @@ def main() -> None:
                 asyncio.run(pipeline.run(s, collection, q))
                 times.append((time.perf_counter() - t) * 1000)
                 s.rollback()
-            latencies[mode] = times
+            latencies[label] = times
         ann, exact = DenseRetriever(DenseConfig()), DenseRetriever(DenseConfig(exact=True))
         latencies["dense_exact_scan"] = []
         for v in qvecs:
@@ -166,7 +190,7 @@ def main() -> None:
         "chunks": args.chunks,
         "queries": args.queries,
         "index_dim": INDEX_DIM,
-        "dense": DenseConfig().model_dump(),
+        "defaults": RetrievalConfig().model_dump(include={"bm25", "dense", "fusion"}),
         "latency_ms": {m: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for m, v in latencies.items()},
         "recall@10_ann_vs_exact": round(float(np.mean(recall)), 4),
         "embed_query_ms": {"p50": percentile(embed_ms, 50), "p99": percentile(embed_ms, 99)},

@@ -1,130 +1,298 @@
-"""`groundwork eval retrieval --dataset DIR`: BEIR-format retrieval evaluation."""
+"""`groundwork eval run | show | compare | sweep | apply | retrieval`: evaluation runs as API jobs.
+
+Like `groundwork ingest`, these talk to the running API over HTTP (`--api-url`); a local dataset
+folder or file is uploaded first, and progress is followed until the run ends.
+"""
 
 from __future__ import annotations
 
 import json
-import uuid
+import time
 from pathlib import Path
 
+import httpx
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(help="Evaluation.", no_args_is_help=True)
+from cli.http import ApiKey, ApiUrl, check_response, make_client
 
-DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
+app = typer.Typer(
+    help="Evaluation runs: retrieval and answer quality, sweeps, comparisons.", no_args_is_help=True
+)
+console = Console()
+MAIN_COLUMNS = {
+    "retrieval": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "map", "latency_ms_p50", "latency_ms_p99"],
+    "answer": [
+        "exact_match",
+        "token_f1",
+        "contains_gold",
+        "citation_precision",
+        "citation_recall",
+        "no_answer_accuracy",
+        "latency_ms_p50",
+        "latency_ms_p99",
+        "tokens_total",
+    ],
+}
+
+
+def upload(client: httpx.Client, local: Path) -> str:
+    """Upload a dataset folder (or one file) and return its server-side path."""
+    files = [p for p in sorted(local.rglob("*")) if p.is_file()] if local.is_dir() else [local]
+    root = local if local.is_dir() else local.parent
+    parts = [("files", (p.relative_to(root).as_posix(), p.read_bytes())) for p in files]
+    return check_response(client.post("/v1/evals/datasets", files=parts))["path"]
+
+
+def parse_sweep(items: list[str]) -> dict[str, list]:
+    """['fusion.alpha=0.3,0.5', 'fusion.method=rrf,convex'] -> {'fusion.alpha': [0.3, 0.5], ...}."""
+    out = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not values:
+            raise typer.BadParameter(f"{item!r}: expected key=value1,value2", param_hint="--set")
+        out[key.strip()] = [_value(v) for v in values.split(",")]
+    return out
+
+
+def _value(raw: str):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.strip()
+
+
+def follow(client: httpx.Client, run_id: str, interval: float = 0.5) -> dict:
+    """A progress bar over the run's items until it ends; returns the final run."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("queued", total=None)
+        while True:
+            run = check_response(client.get(f"/v1/evals/{run_id}"))
+            stage = run["progress"].get("stage", run["status"])
+            if stage == "ingesting":
+                total, done = run["progress"].get("total"), run["progress"].get("done", 0)
+                progress.update(bar, total=total, completed=done, description="ingesting corpus")
+            else:
+                progress.update(
+                    bar,
+                    total=run["items_total"] or None,
+                    completed=run["items_done"],
+                    description=run["status"],
+                )
+            if run["status"] not in ("queued", "running"):
+                return run
+            time.sleep(interval)
+
+
+def print_run(run: dict) -> None:
+    console.print(
+        f"run {run['id']} ({run['kind']}, {run['name'] or 'unnamed'}): [bold]{run['status']}[/bold]"
+    )
+    if run["error"]:
+        console.print(f"[red]{run['error']}[/red]")
+    variants = run["metrics"].get("variants", {})
+    if not variants:
+        return
+    columns = MAIN_COLUMNS[run["kind"]]
+    table = Table()
+    table.add_column("variant")
+    for col in columns:
+        table.add_column(col, justify="right")
+    for label, row in variants.items():
+        table.add_row(label, *(str(row.get(c, "-")) for c in columns))
+    console.print(table)
+
+
+def start(
+    client: httpx.Client, body: dict, dataset: Path | None, server_path: str | None, wait: bool
+) -> dict:
+    if (dataset is None) == (server_path is None):
+        raise typer.BadParameter("give a local DATASET or --server-path (under <data_dir>/evals)")
+    path = upload(client, dataset) if dataset is not None else server_path
+    run = check_response(
+        client.post("/v1/evals", json={**body, "dataset": {**body.get("dataset", {}), "path": path}})
+    )
+    console.print(f"eval run {run['id']} queued")
+    return follow(client, run["id"]) if wait else run
+
+
+def _finish(run: dict, output: Path | None) -> None:
+    print_run(run)
+    if output is not None:
+        output.write_text(json.dumps(run, indent=2) + "\n")
+        console.print(f"report written to {output}")
+    if run["status"] not in ("succeeded", "queued", "running"):
+        raise typer.Exit(1)
+
+
+Dataset = typer.Argument(None, exists=True, help="Local dataset folder or file (uploaded).")
+ServerPath = typer.Option(None, help="A dataset already under <data_dir>/evals on the server.")
+
+
+@app.command()
+def run(
+    dataset: Path | None = Dataset,
+    kind: str = typer.Option("retrieval", help="retrieval or answer."),
+    fmt: str = typer.Option(None, "--format", help="beir (retrieval), jsonl or pubmedqa (answer)."),
+    server_path: str | None = ServerPath,
+    collection: str | None = typer.Option(None, help="Evaluate this existing collection."),
+    collection_name: str | None = typer.Option(None, help="Ingest the corpus into a new, kept collection."),
+    retrieval: str = typer.Option("{}", help='Retrieval overrides as JSON, e.g. \'{"mode": "bm25"}\'.'),
+    max_items: int | None = typer.Option(None, help="Evaluate only the first N items."),
+    name: str = typer.Option("", help="A name for the run."),
+    wait: bool = typer.Option(True, help="Follow progress until the run ends."),
+    output: Path | None = typer.Option(None, help="Write the final run (JSON) here."),
+    api_url: str | None = ApiUrl,
+    api_key: str | None = ApiKey,
+) -> None:
+    """Start an evaluation run and follow it."""
+    body = {
+        "kind": kind,
+        "name": name,
+        "dataset": {"format": fmt or ("beir" if kind == "retrieval" else "jsonl")},
+        "collection": collection,
+        "collection_name": collection_name,
+        "retrieval": json.loads(retrieval),
+        "max_items": max_items,
+    }
+    with make_client(api_url, api_key) as client:
+        _finish(start(client, body, dataset, server_path, wait), output)
+
+
+@app.command()
+def sweep(
+    dataset: Path | None = Dataset,
+    set_: list[str] = typer.Option(
+        ..., "--set", help="key=v1,v2 (repeatable), e.g. fusion.alpha=0.3,0.5,0.7"
+    ),
+    server_path: str | None = ServerPath,
+    collection: str | None = typer.Option(None, help="Evaluate this existing collection."),
+    collection_name: str | None = typer.Option(
+        None, help="Ingest into a new, kept collection (to apply to)."
+    ),
+    max_items: int | None = typer.Option(None, help="Evaluate only the first N items."),
+    plot: Path | None = typer.Option(None, help="Save the Pareto plot here (.png or .svg)."),
+    output: Path | None = typer.Option(None, help="Write the final run (JSON) here."),
+    api_url: str | None = ApiUrl,
+    api_key: str | None = ApiKey,
+) -> None:
+    """Sweep retrieval settings: one variant per combination; prints quality vs latency."""
+    body = {
+        "kind": "retrieval",
+        "name": "sweep",
+        "collection": collection,
+        "collection_name": collection_name,
+        "sweep": parse_sweep(set_),
+        "max_items": max_items,
+    }
+    with make_client(api_url, api_key) as client:
+        result = start(client, body, dataset, server_path, True)
+        if result["status"] == "succeeded":
+            table = check_response(client.get(f"/v1/evals/{result['id']}/sweep"))
+            console.print(
+                f"best {table['metric']}: {table['best']}; Pareto front: "
+                + ", ".join(r["label"] for r in table["rows"] if r["pareto"])
+            )
+            if plot is not None:
+                fmt = "svg" if plot.suffix == ".svg" else "png"
+                response = client.get(f"/v1/evals/{result['id']}/sweep/plot", params={"format": fmt})
+                plot.write_bytes(response.content)
+                console.print(f"plot written to {plot}")
+        _finish(result, output)
+
+
+@app.command()
+def show(
+    run_id: str,
+    items: int = typer.Option(0, help="Also list the first N items."),
+    api_url: str | None = ApiUrl,
+    api_key: str | None = ApiKey,
+) -> None:
+    """A run's status, progress and metrics per variant."""
+    with make_client(api_url, api_key) as client:
+        run = check_response(client.get(f"/v1/evals/{run_id}"))
+        print_run(run)
+        if items:
+            for item in check_response(client.get(f"/v1/evals/{run_id}/items", params={"limit": items})):
+                console.print(f"{item['variant']} {item['item_key']}: {item['metrics']}")
+
+
+@app.command()
+def compare(
+    run_a: str,
+    run_b: str,
+    api_url: str | None = ApiUrl,
+    api_key: str | None = ApiKey,
+) -> None:
+    """Metric deltas (B - A), per-item wins and losses, and paired tests on the main metric."""
+    with make_client(api_url, api_key) as client:
+        result = check_response(client.get(f"/v1/evals/{run_a}/compare/{run_b}"))
+    table = Table(title=f"B - A ({result['b']['variant']} vs {result['a']['variant']})")
+    table.add_column("metric")
+    table.add_column("delta", justify="right")
+    for name, delta in result["deltas"].items():
+        table.add_row(name, f"{delta:+.4f}")
+    console.print(table)
+    test = result["test"]
+    console.print(
+        f"{result['metric']}: {result['wins']} wins, {result['losses']} losses, {result['ties']} ties; "
+        f"paired bootstrap p = {test['bootstrap_p']}, paired t-test p = {test['t_test_p']} (n = {test['n']})"
+    )
+
+
+@app.command()
+def apply(
+    run_id: str,
+    variant: str | None = typer.Option(None, help="Default: the sweep's best variant."),
+    collection: str | None = typer.Option(None, help="Default: the run's (kept) collection."),
+    api_url: str | None = ApiUrl,
+    api_key: str | None = ApiKey,
+) -> None:
+    """Write a variant's retrieval settings into a collection's retrieval config."""
+    with make_client(api_url, api_key) as client:
+        result = check_response(
+            client.post(f"/v1/evals/{run_id}/apply", json={"variant": variant, "collection": collection})
+        )
+    console.print(
+        f"applied {result['variant']!r} to collection {result['collection_id']}: {result['retrieval']}"
+    )
 
 
 @app.command()
 def retrieval(
     dataset: Path = typer.Option(..., exists=True, file_okay=False, help="BEIR folder (corpus.jsonl, ...)."),
     modes: str = typer.Option("bm25,dense,hybrid", help="Comma-separated: bm25, dense, hybrid."),
-    index_dims: str = typer.Option("", help="Matryoshka prefix dims to test dense at, e.g. 64,128,256,384."),
-    rerank: str = typer.Option("", help="Also run hybrid + rerank: 'llm' or 'cross-encoder'."),
-    rerank_model: str | None = typer.Option(None, help="Cross-encoder spec (path or hub id)."),
-    rerank_candidates: int = typer.Option(30, help="Fused results given to the reranker."),
-    split: str = typer.Option("test", help="qrels/<split>.tsv"),
-    max_queries: int = typer.Option(0, help="Evaluate only the first N judged queries (0: all)."),
     collection: str | None = typer.Option(
-        None, help="Reuse this collection (holding the corpus, source_id = corpus _id) instead of ingesting."
+        None,
+        help="Evaluate this collection (holding the corpus, source_id = corpus _id) instead of ingesting.",
     ),
+    max_queries: int | None = typer.Option(None, help="Evaluate only the first N judged queries."),
     output: Path = typer.Option(Path("retrieval-eval.json"), help="Where the JSON report goes."),
-    keep: bool = typer.Option(False, help="Keep the throwaway collections."),
+    api_url: str | None = ApiUrl,
+    api_key: str | None = ApiKey,
 ) -> None:
-    """Ingest DIR's corpus into throwaway collections (one chunk per document; one collection per
-    index dim) and print nDCG@10, Recall@10/100, MRR@10 and latency p50/p99 per mode."""
-    # Heavy imports stay here, out of `groundwork --help`.
-    from core.database import make_engine, make_session_factory
-    from core.runtime import open_database
-    from core.settings import get_settings
-    from retrieval.backends import llm_backends, llm_url, start_local_engine
-    from retrieval.beir import load_beir, mode_config, run_mode
-    from retrieval.config import resolve_config
-    from retrieval.pipeline import SearchPipeline
-
-    settings = get_settings()
-    data = load_beir(dataset, split)
-    if max_queries:
-        data.queries = dict(list(data.queries.items())[:max_queries])
-        data.qrels = {q: data.qrels[q] for q in data.queries}
-    base = resolve_config(settings.retrieval)
-    if rerank:
-        base.rerank = base.rerank.model_copy(
-            update={"kind": rerank, "model": rerank_model, "candidates": rerank_candidates}
-        )
-    llm_engine = start_local_engine(settings) if rerank == "llm" and not llm_url(settings) else None
-    chat, judge = llm_backends(settings, llm_engine)
+    """BEIR retrieval evaluation per mode, as an eval run (a front door to `eval sweep --set mode=...`)."""
     wanted = [m.strip() for m in modes.split(",") if m.strip()]
-    sessions = make_session_factory(make_engine(open_database(settings).url))
-    report: dict = {"dataset": str(dataset), "corpus": len(data.corpus), "queries": len(data.queries)}
-    report["modes"] = {}
-    with sessions() as session:
-        targets = _collections(session, settings, data, dataset.name, index_dims, collection)
-        for i, (col, several) in enumerate(targets):
-            runs = [(m, False) for m in wanted if m == "dense" or i == 0]
-            if i == 0 and rerank:
-                runs.append(("hybrid", True))
-            for mode, reranked in runs:
-                label = mode + (f"@{col.index_dim}" if mode != "bm25" and several else "")
-                label += f"+rerank-{rerank}" if reranked else ""
-                pipeline = SearchPipeline(mode_config(base, mode, reranked), chat=chat, judge=judge)
-                report["modes"][label] = run_mode(session, col, data, pipeline)
-                typer.echo(f"{label}: {report['modes'][label]}")
-        if collection is None and not keep:
-            _drop(session, targets)
-    if llm_engine is not None:
-        llm_engine.shutdown()
+    body = {
+        "kind": "retrieval",
+        "name": f"retrieval {dataset.name}",
+        "collection": collection,
+        "ingest": collection is None,
+        "sweep": {"mode": wanted},
+        "max_items": max_queries,
+    }
+    with make_client(api_url, api_key) as client:
+        result = start(client, body, dataset, None, True)
+    report = {
+        "run_id": result["id"],
+        "dataset": str(dataset),
+        "modes": {
+            label.removeprefix("mode="): m for label, m in result["metrics"].get("variants", {}).items()
+        },
+    }
     output.write_text(json.dumps(report, indent=2) + "\n")
-    _print_table(report)
-    typer.echo(f"report written to {output}")
-
-
-def _collections(session, settings, data, name: str, index_dims: str, reuse: str | None) -> list:
-    """[(collection, several dims?)]: the reused collection, or one fresh collection per dim."""
-    from sqlalchemy import select
-
-    from core.models import Collection
-    from retrieval.beir import corpus_vectors, ingest
-    from retrieval.corpus import create_collection
-    from retrieval.embedding import get_embedder
-
-    if reuse is not None:
-        found = session.scalar(
-            select(Collection).where(Collection.name == reuse, Collection.tenant_id == DEFAULT_TENANT)
-        )
-        if found is None:
-            raise typer.BadParameter(f"no collection {reuse!r}", param_hint="--collection")
-        return [(found, False)]
-    embedder = get_embedder(settings.embedding_model)
-    vectors = corpus_vectors(
-        data, embedder.encode, settings.data_dir / "eval-cache", settings.embedding_model
-    )
-    dims = [int(d) for d in index_dims.split(",") if d] or [min(128, embedder.dim)]
-    out = []
-    for dim in dims:
-        label = f"eval-{name}-{dim}-{uuid.uuid4().hex[:6]}"
-        col = create_collection(session, DEFAULT_TENANT, label, settings.embedding_model, embedder.dim, dim)
-        session.commit()
-        ingest(session, col, data, vectors)
-        out.append((col, len(dims) > 1))
-    return out
-
-
-def _drop(session, targets: list) -> None:
-    from sqlalchemy import delete
-
-    from core.models import Collection
-
-    session.execute(delete(Collection).where(Collection.id.in_([c.id for c, _ in targets])))
-    session.commit()
-
-
-def _print_table(report: dict) -> None:
-    table = Table(title=f"{report['dataset']} ({report['corpus']} docs, {report['queries']} queries)")
-    columns = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "latency_ms_p50", "latency_ms_p99"]
-    table.add_column("mode")
-    for col in columns:
-        table.add_column(col, justify="right")
-    for label, row in report["modes"].items():
-        table.add_row(label, *(str(row[c]) for c in columns))
-    Console().print(table)
+    _finish(result, None)
+    console.print(f"report written to {output}")

@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Enum,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -264,3 +265,62 @@ class AgentRun(_Timestamps, Base):
     detail: Mapped[str | None] = mapped_column(Text)
     active_s: Mapped[float] = mapped_column(default=0.0)  # time spent running, for the wall-clock budget
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+class EvalRun(_Timestamps, Base):
+    """One evaluation job (migration 0007_evals); see evals/README.md."""
+
+    __tablename__ = "eval_runs"
+    __table_args__ = (Index("ix_eval_runs_tenant_created", "tenant_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200), default="")
+    kind: Mapped[str] = mapped_column(String(16))  # retrieval | answer
+    status: Mapped[JobStatus] = mapped_column(_enum(JobStatus, "job_status"))
+    collection_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("collections.id", ondelete="SET NULL"))
+    # Dataset reference ({"path", "format", "split"}), the variants to evaluate (retrieval overrides,
+    # one per sweep point) and anything else the kind needs.
+    dataset: Mapped[dict] = mapped_column(JSONB, default=dict)
+    config: Mapped[dict] = mapped_column(JSONB, default=dict)
+    # Progress: {"stage": "ingesting"|"evaluating"|..., "done", "total"}; worker bookkeeping.
+    progress: Mapped[dict] = mapped_column(JSONB, default=dict)
+    items_total: Mapped[int] = mapped_column(Integer, default=0)
+    items_done: Mapped[int] = mapped_column(Integer, default=0)
+    metrics: Mapped[dict] = mapped_column(JSONB, default=dict)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class EvalItem(Base):
+    """One evaluated item of a run and variant; written once (the unique key makes a second
+    evaluation of the same item an error, never a silent duplicate)."""
+
+    __tablename__ = "eval_items"
+    __table_args__ = (UniqueConstraint("run_id", "variant", "item_key"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("eval_runs.id", ondelete="CASCADE"))
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    variant: Mapped[str] = mapped_column(String(200))
+    item_key: Mapped[str] = mapped_column(String(500))
+    query: Mapped[str] = mapped_column(Text)
+    # retrieval: {"ranked": [[doc id, score], ...]}; answer: {"answer", "citations", "cited_docs", ...}
+    output: Mapped[dict] = mapped_column(JSONB, default=dict)
+    metrics: Mapped[dict] = mapped_column(JSONB, default=dict)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str] = mapped_column(String(100), default="")  # who evaluated it (pid@host)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class MessageFeedback(_Timestamps, Base):
+    """A user's verdict on an answer message (migration 0007_evals)."""
+
+    __tablename__ = "message_feedback"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    message_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), index=True)
+    rating: Mapped[str] = mapped_column(String(8))  # up | down
+    comment: Mapped[str] = mapped_column(Text, default="")
+    corrected_answer: Mapped[str | None] = mapped_column(Text)

@@ -15,7 +15,6 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from core.models import Collection
-from core.settings.retrieval import RetrievalConfig
 from retrieval.corpus import CorpusDoc, add_documents
 from retrieval.metrics import evaluate
 from retrieval.pipeline import SearchPipeline
@@ -80,7 +79,8 @@ def ingest(session: Session, collection: Collection, dataset: BeirDataset, vecto
 def run_mode(
     session: Session, collection: Collection, dataset: BeirDataset, pipeline: SearchPipeline
 ) -> dict:
-    """Metrics and per-query latency of one pipeline over every judged query."""
+    """Metrics and per-query latency of one pipeline over every judged query (benchmarks/fusion.py;
+    evaluation runs do the same per item, see evals/)."""
     runs: dict[str, list[str]] = {}
     latencies: list[float] = []
     for qid, query in dataset.queries.items():
@@ -96,10 +96,3 @@ def run_mode(
         "latency_ms_p99": round(float(np.percentile(latencies, 99)), 2),
         "queries": len(runs),
     }
-
-
-def mode_config(base: RetrievalConfig, mode: str, rerank: bool) -> RetrievalConfig:
-    update = {"mode": mode, "top_k": 100}
-    if rerank:
-        update["rerank"] = base.rerank.model_copy(update={"enabled": True})
-    return base.model_copy(update=update)

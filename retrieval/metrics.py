@@ -30,6 +30,19 @@ def mrr_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
     return 0.0
 
 
+def average_precision(ranked: Sequence[str], qrels: Mapping[str, int]) -> float:
+    """Mean of precision at each relevant document's rank, over all relevant documents."""
+    relevant = {doc for doc, g in qrels.items() if g > 0}
+    if not relevant:
+        return 0.0
+    hits, total = 0, 0.0
+    for i, doc in enumerate(ranked):
+        if doc in relevant:
+            hits += 1
+            total += hits / (i + 1)
+    return total / len(relevant)
+
+
 def evaluate(runs: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
     """Mean nDCG@10, Recall@10, Recall@100 and MRR@10 over the queries that have judgements."""
     queries = [q for q in qrels if any(g > 0 for g in qrels[q].values())]

@@ -1,4 +1,4 @@
-"""The search pipeline: [query transform] -> BM25 and/or dense -> RRF -> [rerank] -> top_k."""
+"""The search pipeline: [query transform] -> BM25 and/or dense -> fusion -> [rerank] -> top_k."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from inference.client import ChatBackend
 from retrieval.bm25 import BM25Retriever
 from retrieval.dense import DenseRetriever
 from retrieval.filters import SearchFilters
-from retrieval.fusion import RRFFusion
+from retrieval.fusion import fuse
 from retrieval.llm import RelevanceJudge
 from retrieval.rerank import CrossEncoderReranker, LLMReranker, Reranker
 from retrieval.transform import HyDE, MultiQuery
@@ -143,7 +143,7 @@ class SearchPipeline:
                 key = f"dense#{i}" if multi else "dense"
                 rankings[key] = dense.run(session, collection.id, collection.index_dim, vec, filters=filters)
             timings["dense"] = _ms(t)
-        fused = RRFFusion(cfg.fusion).run(rankings) if len(rankings) > 1 else next(iter(rankings.values()))
+        fused = fuse(cfg.fusion, rankings)
         reranker, info["rerank"] = self._reranker()
         pool = fused[: max(cfg.top_k, cfg.rerank.candidates)] if reranker else fused[: cfg.top_k]
         rows = _hydrate(session, collection.id, [h.chunk_id for h in pool])

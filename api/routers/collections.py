@@ -6,6 +6,7 @@ import logging
 import threading
 import uuid
 from datetime import datetime
+from typing import Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
@@ -22,6 +23,7 @@ from core.settings import Settings
 from ingestion import collections as service
 from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkingConfig
+from retrieval.config import resolve_config
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
 log = logging.getLogger(__name__)
@@ -40,6 +42,10 @@ class CollectionUpdate(BaseModel):
     embedding_model: str | None = Field(default=None, description="Only while the collection is empty.")
     index_dim: int | None = Field(default=None, description="Rebuilds the index from stored vectors.")
     chunking: ChunkingConfig | None = Field(default=None, description="Applies to documents ingested later.")
+    retrieval: dict[str, Any] | None = Field(
+        default=None,
+        description="Search settings (partial RetrievalConfig shape), replacing the stored ones; {} resets.",
+    )
 
 
 class CollectionOut(BaseModel):
@@ -50,6 +56,7 @@ class CollectionOut(BaseModel):
     embedding_dim: int
     index_dim: int
     chunking: dict
+    retrieval: dict = {}
     created_at: datetime
     updated_at: datetime
     document_count: int = 0
@@ -153,6 +160,11 @@ def update_collection(
 ):
     row = get_collection(session, tenant, collection)
     check_model_allowed(state.settings, body.embedding_model, "embedding model")
+    if body.retrieval is not None:
+        try:
+            resolve_config(state.settings.retrieval, body.retrieval)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_retrieval", f"invalid retrieval settings: {exc}") from None
     try:
         if body.embedding_model is not None and service.check_model_change(
             session, row, body.embedding_model
@@ -176,6 +188,8 @@ def update_collection(
         row.description = body.description
     if body.chunking is not None:
         row.chunking = body.chunking.model_dump()
+    if body.retrieval is not None:
+        row.retrieval = body.retrieval
     session.flush()
     return _out(session, row)
 

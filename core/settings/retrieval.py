@@ -62,6 +62,19 @@ class DenseConfig(BaseModel):
 
 
 class FusionConfig(BaseModel):
+    method: Literal["rrf", "convex"] = Field(
+        default="rrf",
+        description="rrf: Reciprocal Rank Fusion of ranks; convex: alpha * dense + (1 - alpha) * bm25 over "
+        "normalised scores (Bruch et al., 2023).",
+    )
+    alpha: float = Field(
+        default=0.5, ge=0, le=1, description="convex: the dense weight (bm25 gets 1 - alpha)."
+    )
+    normalization: Literal["minmax", "tm2c2"] = Field(
+        default="tm2c2",
+        description="convex: minmax maps each ranking's observed [min, max] to [0, 1]; tm2c2 uses the "
+        "theoretical minimum (bm25 0, cosine -1) and the observed maximum.",
+    )
     k: int = Field(
         default=60, ge=1, description="Reciprocal Rank Fusion constant: score = sum w / (k + rank)."
     )

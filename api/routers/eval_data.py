@@ -1,0 +1,92 @@
+"""Evaluation datasets (upload, or built from negative feedback) and feedback on answers."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from fastapi import APIRouter, File, UploadFile
+from pydantic import BaseModel, Field
+
+from api.deps import CurrentTenant, SessionDep, SettingsDep
+from api.errors import ApiError
+from core.models import MessageFeedback
+from evals.datasets import datasets_root
+from evals.feedback import feedback_dataset, find_answer_message
+
+router = APIRouter(prefix="/v1", tags=["evals"])
+
+MAX_DATASET_BYTES = 512 * 1024 * 1024
+_SAFE_PART = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class FeedbackIn(BaseModel):
+    rating: Literal["up", "down"]
+    comment: str = Field(default="", max_length=10_000)
+    corrected_answer: str | None = Field(default=None, max_length=50_000)
+
+
+class FromFeedback(BaseModel):
+    rating: Literal["up", "down"] = "down"
+    since: datetime | None = None
+
+
+def _relative(name: str) -> str:
+    """An upload's file name as a safe relative path (e.g. 'qrels/test.tsv'); 422 otherwise."""
+    parts = name.replace("\\", "/").split("/")
+    if not all(_SAFE_PART.match(p) and p not in (".", "..") for p in parts):
+        raise ApiError(422, "invalid_dataset", f"file name {name!r}: use letters, digits, . _ - and / only")
+    return "/".join(parts)
+
+
+@router.post("/evals/datasets", status_code=201)
+def upload_dataset(settings: SettingsDep, tenant: CurrentTenant, files: list[UploadFile] = File(...)):
+    """Store dataset files (names may hold folders: 'qrels/test.tsv'); returns the path to evaluate."""
+    relative = f"uploads/{tenant}/{uuid.uuid4().hex}"
+    folder = datasets_root(settings.data_dir) / relative
+    names = [_relative(f.filename or "") for f in files]
+    total = 0
+    try:
+        for upload, name in zip(files, names, strict=True):
+            target = folder / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as out:
+                while chunk := upload.file.read(1 << 20):
+                    total += len(chunk)
+                    if total > MAX_DATASET_BYTES:
+                        raise ApiError(
+                            413, "dataset_too_large", f"datasets are limited to {MAX_DATASET_BYTES} bytes"
+                        )
+                    out.write(chunk)
+    except ApiError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return {"path": relative, "files": names, "bytes": total}
+
+
+@router.post("/evals/datasets/from-feedback", status_code=201)
+def dataset_from_feedback(
+    body: FromFeedback, session: SessionDep, settings: SettingsDep, tenant: CurrentTenant
+):
+    """An answer-eval dataset (items.jsonl) from the tenant's feedback, negative by default."""
+    relative = f"uploads/{tenant}/feedback-{uuid.uuid4().hex[:12]}"
+    counts = feedback_dataset(
+        session, tenant, datasets_root(settings.data_dir) / relative, body.rating, body.since
+    )
+    return {"path": relative, "format": "jsonl", **counts}
+
+
+@router.post("/messages/{message_id}/feedback", status_code=201)
+def post_feedback(message_id: uuid.UUID, body: FeedbackIn, session: SessionDep, tenant: CurrentTenant):
+    """Up or down on an answer, with an optional comment and corrected answer."""
+    message = find_answer_message(session, tenant, message_id)
+    if message is None:
+        raise ApiError(404, "message_not_found", f"no answer message {message_id}")
+    row = MessageFeedback(tenant_id=tenant, message_id=message.id, **body.model_dump())
+    row.comment = row.comment or ""
+    session.add(row)
+    session.commit()
+    return {"id": str(row.id), "message_id": str(message.id), **body.model_dump()}

@@ -1,0 +1,152 @@
+"""Hybrid fusion on the dev sets: `python -m benchmarks.fusion [--dataset DIR ...]`.
+
+For each BEIR folder (default: ../shared/eval NFCorpus and the DBpedia subset) the corpus goes into
+a throwaway collection, then in one run:
+
+1. every judged query is searched once by BM25 and dense, 1,000 deep each; the fusion grid (RRF
+   k = 60 and convex combinations with both normalisations, alpha 0.1..0.9, depths 100..1,000) is
+   scored on those rankings with the real fusion classes (no search per grid point);
+2. the named pipelines (bm25, dense, hybrid as shipped before, RRF over 1,000 each, convex, the
+   current default) run end to end through `SearchPipeline` for nDCG@10 and latency (query
+   embedding included).
+
+Writes benchmarks/results/fusion.json and prints tables. Dev sets only: choose defaults here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy import delete, text
+
+from core.database import make_engine, make_session_factory
+from core.models import Collection
+from core.runtime import open_database
+from core.settings import get_settings
+from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
+from retrieval.beir import BeirDataset, corpus_vectors, ingest, load_beir, run_mode
+from retrieval.bm25 import BM25Retriever
+from retrieval.corpus import create_collection
+from retrieval.dense import DenseRetriever
+from retrieval.embedding import get_embedder
+from retrieval.fusion import fuse
+from retrieval.metrics import evaluate
+from retrieval.pipeline import SearchPipeline
+
+DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "eval"
+DATASETS = [SHARED / "nfcorpus" / "beir_like", SHARED / "dbpedia-entity-subset"]
+RESULTS = Path(__file__).parent / "results" / "fusion.json"
+_SOURCE_SQL = text(
+    "SELECT c.id, d.source_id FROM chunks c JOIN documents d ON d.id = c.document_id "
+    "WHERE c.collection_id = :cid"
+)
+DEPTHS = (100, 200, 300, 500, 1000)
+ALPHAS = tuple(round(a, 1) for a in np.arange(0.1, 1.0, 0.1))
+
+
+def named_configs() -> dict[str, RetrievalConfig]:
+    before = RetrievalConfig(
+        mode="hybrid",
+        bm25=BM25Config(candidates=100),
+        dense=DenseConfig(candidates=100, overfetch=4),
+        fusion=FusionConfig(method="rrf", k=60),
+    )
+    deep = {"bm25": BM25Config(candidates=1000), "dense": DenseConfig(candidates=1000, overfetch=1)}
+    return {
+        "bm25": RetrievalConfig(mode="bm25"),
+        "dense": RetrievalConfig(mode="dense"),
+        "hybrid (before: rrf, 100 each)": before,
+        "rrf, 1000 each": RetrievalConfig(mode="hybrid", **deep, fusion=FusionConfig(method="rrf", k=60)),
+        "convex tm2c2 a=0.5, 1000 each": RetrievalConfig(
+            mode="hybrid", **deep, fusion=FusionConfig(method="convex", alpha=0.5, normalization="tm2c2")
+        ),
+        "default (now)": RetrievalConfig(),
+    }
+
+
+def grid(data: BeirDataset, rankings: dict[str, dict], source: dict) -> list[dict]:
+    """nDCG@10 of each fusion on the stored deep rankings."""
+    fusions = [("rrf", FusionConfig(method="rrf", k=60))]
+    for norm in ("minmax", "tm2c2"):
+        fusions += [
+            (f"convex {norm} a={a}", FusionConfig(method="convex", alpha=a, normalization=norm))
+            for a in ALPHAS
+        ]
+    rows = []
+    for depth in DEPTHS:
+        for label, cfg in fusions:
+            runs = {
+                q: [source[h.chunk_id] for h in fuse(cfg, {k: v[:depth] for k, v in r.items()})[:100]]
+                for q, r in rankings.items()
+            }
+            metrics = evaluate(runs, data.qrels)
+            rows.append({"fusion": label, "depth": depth, **{k: round(v, 4) for k, v in metrics.items()}})
+    return rows
+
+
+def study(sessions, settings, folder: Path) -> dict:
+    data = load_beir(folder)
+    embedder = get_embedder(settings.embedding_model)
+    vectors = corpus_vectors(
+        data, embedder.encode, settings.data_dir / "eval-cache", settings.embedding_model
+    )
+    with sessions() as s:
+        col = create_collection(
+            s, DEFAULT_TENANT, f"fusion-{uuid.uuid4().hex[:8]}", settings.embedding_model, embedder.dim, 128
+        )
+        s.commit()
+        ingest(s, col, data, vectors)
+        source = dict(s.execute(_SOURCE_SQL, {"cid": col.id}).all())
+        bm25 = BM25Retriever(BM25Config(candidates=1000))
+        dense = DenseRetriever(DenseConfig(candidates=1000, overfetch=1))
+        qvecs = embedder.encode(list(data.queries.values()))
+        rankings = {}
+        for (qid, query), vec in zip(data.queries.items(), qvecs, strict=True):
+            rankings[qid] = {"bm25": bm25.run(s, col.id, query), "dense": dense.run(s, col.id, 128, vec)}
+            s.rollback()
+        rows = grid(data, rankings, source)
+        pipelines = {
+            name: run_mode(s, col, data, SearchPipeline(cfg.model_copy(update={"top_k": 100})))
+            for name, cfg in named_configs().items()
+        }
+        s.execute(delete(Collection).where(Collection.id == col.id))
+        s.commit()
+    return {"dataset": str(folder), "queries": len(data.queries), "grid": rows, "pipelines": pipelines}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dataset", type=Path, action="append", help="BEIR folder (repeatable).")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # see benchmarks/retrieval.py: one thread embeds one query fastest here
+    settings = get_settings()
+    sessions = make_session_factory(make_engine(open_database(settings).url))
+    report = {"datasets": [study(sessions, settings, f) for f in args.dataset or DATASETS]}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    console = Console()
+    for ds in report["datasets"]:
+        table = Table(title=f"{ds['dataset']} ({ds['queries']} queries)")
+        for col in ("pipeline", "ndcg@10", "recall@100", "p50 ms", "p99 ms"):
+            table.add_column(col)
+        for name, row in ds["pipelines"].items():
+            cells = (row[k] for k in ("ndcg@10", "recall@100", "latency_ms_p50", "latency_ms_p99"))
+            table.add_row(name, *map(str, cells))
+        console.print(table)
+        best = sorted(ds["grid"], key=lambda r: -r["ndcg@10"])[:8]
+        console.print(
+            "best fusions on the deep rankings:", [(r["fusion"], r["depth"], r["ndcg@10"]) for r in best]
+        )
+
+
+if __name__ == "__main__":
+    main()

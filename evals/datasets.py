@@ -1,0 +1,119 @@
+"""Evaluation datasets: where they may live, and how each format loads.
+
+Every dataset is a file or folder under `<data_dir>/evals/` (uploads land in
+`<data_dir>/evals/uploads/<id>/`); a path that resolves outside it is refused, so a run can never
+read an arbitrary server file.
+
+Formats:
+- `beir` (retrieval, and the corpus of an answer dataset): `corpus.jsonl` ({"_id", "title", "text"}),
+  `queries.jsonl` ({"_id", "text"}), `qrels/<split>.tsv` (query-id, corpus-id, score).
+- `jsonl` (answers): `items.jsonl` (or the file itself), one object per line:
+  `{"id": "q1", "question": "...", "answer": "reference answer", "gold_doc_ids": ["doc-7"]}`;
+  `answer` null or "" marks an unanswerable item (the right output is the no-answer reply);
+  `gold_doc_ids` (source ids of documents) is optional. A `corpus.jsonl` beside it (BEIR corpus
+  format) is ingested into the run's collection; without one, the run needs an existing collection.
+- `pubmedqa` (answers): PubMedQA's `ori_pqal.json` (+ `test_ground_truth.json` for the test split);
+  the corpus is every instance's contexts (document id = PMID), each question's gold document is
+  its own PMID and its reference answer the abstract's conclusion (`LONG_ANSWER`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrieval.beir import BeirDataset, load_beir
+from retrieval.corpus import CorpusDoc
+
+FORMATS = {"retrieval": ("beir",), "answer": ("jsonl", "pubmedqa")}
+
+
+class DatasetError(ValueError):
+    """The dataset is missing, outside the data dir, or malformed (the run fails with this reason)."""
+
+
+@dataclass
+class AnswerItem:
+    key: str
+    question: str
+    answer: str | None
+    gold_docs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AnswerDataset:
+    items: list[AnswerItem]
+    corpus: list[CorpusDoc]
+
+
+def datasets_root(data_dir: Path) -> Path:
+    return (data_dir / "evals").resolve()
+
+
+def resolve_path(data_dir: Path, relative: str) -> Path:
+    """`relative` (to <data_dir>/evals) as an existing path inside it; DatasetError otherwise."""
+    root = datasets_root(data_dir)
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise DatasetError(f"dataset path {relative!r} is outside the data dir's evals/ folder")
+    if not path.exists():
+        raise DatasetError(f"no dataset at {relative!r} (under {root})")
+    return path
+
+
+def _jsonl(path: Path) -> list[dict]:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"{path.name}: {exc}") from None
+
+
+def load_retrieval(path: Path, split: str = "test") -> BeirDataset:
+    try:
+        data = load_beir(path, split)
+    except (OSError, KeyError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"not a BEIR folder ({exc})") from None
+    if not data.queries:
+        raise DatasetError(f"no judged queries (queries.jsonl x qrels/{split}.tsv)")
+    return data
+
+
+def _corpus(rows: list[dict]) -> list[CorpusDoc]:
+    return [CorpusDoc(str(r["_id"]), r.get("text", ""), r.get("title", "") or "") for r in rows]
+
+
+def load_answers(path: Path, fmt: str, split: str = "test") -> AnswerDataset:
+    if fmt == "pubmedqa":
+        return _load_pubmedqa(path, split)
+    items_file = path / "items.jsonl" if path.is_dir() else path
+    rows = _jsonl(items_file)
+    items = []
+    for n, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or not str(row.get("question", "")).strip():
+            raise DatasetError(f"{items_file.name} line {n}: needs a non-empty 'question'")
+        gold = row.get("gold_doc_ids") or []
+        items.append(
+            AnswerItem(str(row.get("id", n)), row["question"], row.get("answer"), [str(g) for g in gold])
+        )
+    corpus_file = items_file.parent / "corpus.jsonl"
+    corpus = _corpus(_jsonl(corpus_file)) if corpus_file.exists() else []
+    if not items:
+        raise DatasetError(f"{items_file.name} holds no items")
+    return AnswerDataset(items, corpus)
+
+
+def _load_pubmedqa(path: Path, split: str) -> AnswerDataset:
+    folder = path if path.is_dir() else path.parent
+    try:
+        data = json.loads((folder / "ori_pqal.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"not a PubMedQA folder ({exc})") from None
+    keys = list(data)
+    test_file = folder / "test_ground_truth.json"
+    if split == "test" and test_file.exists():
+        keys = list(json.loads(test_file.read_text(encoding="utf-8")))
+    corpus = [CorpusDoc(pmid, " ".join(row["CONTEXTS"])) for pmid, row in data.items()]
+    items = [AnswerItem(k, data[k]["QUESTION"], data[k]["LONG_ANSWER"], [k]) for k in keys]
+    return AnswerDataset(items, corpus)

@@ -1,0 +1,101 @@
+"""Evaluating one item: a retrieval query against its judgements, or a question through the real
+/v1/ask pipeline (retrieve -> no-answer gate -> generate -> cite) against its reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from agents.qa.pipeline import AskPipeline, AskRequest
+from agents.qa.retrieve import retrieve_sources
+from core.models import Collection
+from core.settings import Settings
+from evals.metrics import answer_metrics, retrieval_per_query
+from retrieval.beir import BeirDataset
+from retrieval.config import resolve_config
+from retrieval.pipeline import SearchPipeline
+from retrieval.service import SearchRequest
+
+EVAL_DEPTH = 100  # ranked documents kept per query: Recall@100 needs them
+_CITATION_FIELDS = ("citation", "source_id", "chunk_id", "title", "attributed")  # not the quoted text
+
+
+@dataclass
+class ItemResult:
+    query: str
+    output: dict
+    metrics: dict
+    tokens: int = 0
+
+
+def dedupe_documents(source_ids: list[str], scores: list[float]) -> list[tuple[str, float]]:
+    """Chunks -> documents, best chunk first (a document ranks where its best chunk does)."""
+    seen: dict[str, float] = {}
+    for sid, score in zip(source_ids, scores, strict=True):
+        seen.setdefault(sid, score)
+    return list(seen.items())
+
+
+class RetrievalEvaluator:
+    def __init__(
+        self, settings: Settings, collection: Collection, overrides: dict, data: BeirDataset
+    ) -> None:
+        config = resolve_config(settings.retrieval, collection.retrieval, overrides)
+        # Depth for the metrics, unless the variant sweeps the final k itself.
+        top_k = overrides.get("top_k", max(config.top_k, EVAL_DEPTH))
+        self.pipeline = SearchPipeline(config.model_copy(update={"top_k": top_k}))
+        self.collection, self.data = collection, data
+
+    async def evaluate(self, session: Session, key: str) -> ItemResult:
+        query = self.data.queries[key]
+        result = await self.pipeline.run(session, self.collection, query)
+        ranked = dedupe_documents([r.source_id for r in result.results], [r.score for r in result.results])
+        metrics = retrieval_per_query({key: [d for d, _ in ranked]}, {key: self.data.qrels[key]})
+        return ItemResult(
+            query,
+            {"ranked": [[d, round(s, 6)] for d, s in ranked]},
+            metrics.get(key, {}),
+        )
+
+
+class AnswerEvaluator:
+    def __init__(self, ctx, collection: Collection, overrides: dict, items: dict, generation: dict) -> None:
+        self.ctx, self.collection, self.items = ctx, collection, items
+        self.overrides, self.generation = overrides, generation
+
+    async def evaluate(self, session: Session, key: str) -> ItemResult:
+        item = self.items[key]
+        settings = self.ctx.settings
+        backend = self.ctx.chat_backend()
+        search = SearchRequest(query=item.question, options=self.overrides)
+
+        async def retrieve(query: str):
+            return await retrieve_sources(
+                session, settings, [self.collection], search.model_copy(update={"query": query}), backend
+            )
+
+        pipeline = AskPipeline(retrieve, backend, settings.qa)
+        request = AskRequest(
+            question=item.question,
+            max_tokens=self.generation.get("max_tokens"),
+            temperature=self.generation.get("temperature", 0.0),
+            seed=self.generation.get("seed", 0),
+            cache_salt=str(self.collection.tenant_id),
+        )
+        done = [e async for e in pipeline.run(request) if e["type"] == "done"][-1]
+        cited = list(dict.fromkeys(c.get("source_id") for c in done["citations"] if c.get("source_id")))
+        metrics = answer_metrics(done["answer"], item.answer, not done["grounded"], cited, item.gold_docs)
+        usage = done["usage"]
+        output = {
+            "answer": done["answer"],
+            "reference": item.answer,
+            "citations": [{k: c.get(k) for k in _CITATION_FIELDS} for c in done["citations"]],
+            "cited_docs": cited,
+            "gold_docs": item.gold_docs,
+            "grounded": done["grounded"],
+            "usage": usage,
+            "timings": done["timings"],
+        }
+        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        return ItemResult(item.question, output, metrics, tokens)

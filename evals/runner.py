@@ -1,0 +1,211 @@
+"""Running one evaluation: claim -> [ingest the corpus] -> evaluate every (variant, item) not yet
+stored -> aggregate -> finish. Safe to run any number of times for the same run.
+
+NOTE (resume invariant): an item's row is inserted in the same transaction that advances
+`items_done`, one item per transaction, and the loop skips every (variant, item) that has a row.
+A worker killed mid-run therefore loses at most the item in flight, and the next worker evaluates
+only what has no row. The unique key (run, variant, item) turns a second evaluation into an error,
+never into a silent duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.database import session_scope
+from core.models import Collection, EvalItem, EvalRun, JobStatus
+from core.settings import Settings
+from evals import datasets as ds
+from evals.items import AnswerEvaluator, RetrievalEvaluator
+from evals.metrics import latency_summary, mean_metrics
+from evals.prepare import ensure_collection
+from evals.sweep import sweep_table
+from inference.client import ChatBackend
+
+log = logging.getLogger(__name__)
+OPEN = (JobStatus.queued, JobStatus.running)
+
+
+class Stop(Exception):
+    """The run was cancelled or deleted while this worker held it."""
+
+
+@dataclass
+class RunContext:
+    settings: Settings
+    sessions: sessionmaker[Session]
+    worker: str  # pid@host, recorded on every item this worker evaluates
+    make_backend: Callable[[], ChatBackend]  # the answer kind's generator, built on first use
+    _backend: ChatBackend | None = field(default=None, repr=False)
+
+    def chat_backend(self) -> ChatBackend:
+        if self._backend is None:
+            self._backend = self.make_backend()
+        return self._backend
+
+
+def claim(session: Session, run_id: uuid.UUID, stale_after_s: float, max_attempts: int) -> EvalRun | None:
+    """Take the run unless it is finished or another live worker holds it."""
+    run = session.get(EvalRun, run_id, with_for_update=True, populate_existing=True)
+    if run is None or run.status not in OPEN:
+        return None
+    now = session.execute(select(func.now())).scalar_one()
+    if (
+        run.status == JobStatus.running
+        and run.heartbeat_at
+        and run.heartbeat_at > now - timedelta(seconds=stale_after_s)
+    ):
+        return None  # a duplicate message while a live worker holds the run
+    if run.attempts >= max_attempts:
+        run.status, run.error = JobStatus.failed, f"gave up: the run's worker died {run.attempts} times"
+        return None
+    run.status, run.attempts, run.heartbeat_at, run.error = JobStatus.running, run.attempts + 1, now, None
+    return run
+
+
+def beat(session: Session, run_id: uuid.UUID, **values) -> None:
+    """Record progress and a heartbeat; Stop if the run was cancelled or deleted meanwhile."""
+    status = session.execute(
+        update(EvalRun)
+        .where(EvalRun.id == run_id)
+        .values(heartbeat_at=func.now(), **values)
+        .returning(EvalRun.status)
+    ).scalar_one_or_none()
+    if status is None or status != JobStatus.running:
+        raise Stop(str(status))
+
+
+def run_eval(ctx: RunContext, run_id: uuid.UUID) -> str:
+    """Evaluate the run to its end; returns its final status (or 'skipped')."""
+    knobs = ctx.settings.ingestion
+    with session_scope(ctx.sessions) as session:
+        run = claim(session, run_id, knobs.stale_after_s, knobs.max_attempts)
+        if run is None:
+            return "skipped"
+    try:
+        _evaluate(ctx, run_id)
+    except Stop:
+        _cleanup(ctx, run_id)
+        return "stopped"
+    except Exception as exc:
+        log.exception("eval run %s failed", run_id)
+        reason = f"{type(exc).__name__}: {exc}"[:2000] if not isinstance(exc, ds.DatasetError) else str(exc)
+        with session_scope(ctx.sessions) as session:
+            session.execute(
+                update(EvalRun)
+                .where(EvalRun.id == run_id, EvalRun.status == JobStatus.running)
+                .values(status=JobStatus.failed, error=reason)
+            )
+        _cleanup(ctx, run_id)
+        return "failed"
+    _cleanup(ctx, run_id)
+    return "succeeded"
+
+
+def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
+    with session_scope(ctx.sessions) as session:
+        run = session.get(EvalRun, run_id)
+        kind, dataset, config = run.kind, dict(run.dataset), dict(run.config)
+    path = ds.resolve_path(ctx.settings.data_dir, dataset["path"])
+    split = dataset.get("split", "test")
+    if kind == "retrieval":
+        data = ds.load_retrieval(path, split)
+        corpus = data.corpus if config.get("ingest", True) else []
+        keys = list(data.queries)
+        evaluator_for = lambda collection, overrides: RetrievalEvaluator(  # noqa: E731
+            ctx.settings, collection, overrides, data
+        )
+    else:
+        answers = ds.load_answers(path, dataset.get("format", "jsonl"), split)
+        corpus = answers.corpus if config.get("ingest", True) else []
+        by_key = {item.key: item for item in answers.items}
+        keys = list(by_key)
+        evaluator_for = lambda collection, overrides: AnswerEvaluator(  # noqa: E731
+            ctx, collection, overrides, by_key, config.get("generation", {})
+        )
+    if config.get("max_items"):
+        keys = keys[: config["max_items"]]
+    variants = config.get("variants") or [{"label": "base", "overrides": {}}]
+    collection_id = ensure_collection(ctx, run_id, corpus, lambda s, **v: beat(s, run_id, **v))
+    with session_scope(ctx.sessions) as session:
+        beat(session, run_id, items_total=len(keys) * len(variants), progress={"stage": "evaluating"})
+        done = set(
+            session.execute(select(EvalItem.variant, EvalItem.item_key).where(EvalItem.run_id == run_id))
+        )
+        tenant_id = session.get(EvalRun, run_id).tenant_id
+    for variant in variants:
+        with session_scope(ctx.sessions) as session:
+            collection = session.get(Collection, collection_id)
+            session.expunge(collection)
+        evaluator = evaluator_for(collection, variant["overrides"])
+        for key in keys:
+            if (variant["label"], key) in done:
+                continue
+            with session_scope(ctx.sessions) as session:
+                start = time.perf_counter()
+                result = asyncio.run(evaluator.evaluate(session, key))
+                latency = (time.perf_counter() - start) * 1000
+                session.rollback()  # end the read transaction before the write
+                session.add(
+                    EvalItem(
+                        run_id=run_id,
+                        tenant_id=tenant_id,
+                        variant=variant["label"],
+                        item_key=key,
+                        query=result.query,
+                        output=result.output,
+                        metrics=result.metrics,
+                        latency_ms=round(latency, 2),
+                        tokens=result.tokens,
+                        worker=ctx.worker,
+                    )
+                )
+                beat(session, run_id, items_done=EvalRun.items_done + 1)
+    _finish(ctx, run_id, kind, variants)
+
+
+def aggregate(session: Session, run_id: uuid.UUID, variants: list[dict]) -> dict:
+    """Mean metrics, latency and tokens per variant, from the stored items."""
+    out = {}
+    for variant in variants:
+        rows = session.execute(
+            select(EvalItem.metrics, EvalItem.latency_ms, EvalItem.tokens).where(
+                EvalItem.run_id == run_id, EvalItem.variant == variant["label"]
+            )
+        ).all()
+        out[variant["label"]] = {
+            **mean_metrics(r.metrics for r in rows),
+            **latency_summary([r.latency_ms for r in rows], [r.tokens for r in rows]),
+            "items": len(rows),
+        }
+    return out
+
+
+def _finish(ctx: RunContext, run_id: uuid.UUID, kind: str, variants: list[dict]) -> None:
+    with session_scope(ctx.sessions) as session:
+        by_variant = aggregate(session, run_id, variants)
+        metrics = {"variants": by_variant, **by_variant[variants[0]["label"]]}
+        if len(variants) > 1:
+            metrics["sweep"] = sweep_table(kind, variants, by_variant)
+        beat(session, run_id, metrics=metrics, progress={"stage": "done"})
+        session.execute(update(EvalRun).where(EvalRun.id == run_id).values(status=JobStatus.succeeded))
+
+
+def _cleanup(ctx: RunContext, run_id: uuid.UUID) -> None:
+    """Drop the run's throwaway collection once the run is over (kept while it may resume)."""
+    with session_scope(ctx.sessions) as session:
+        run = session.get(EvalRun, run_id)
+        if run is not None and run.status in OPEN:
+            return
+        throwaway = run.config.get("throwaway_collection") if run is not None else None
+        if throwaway:
+            session.execute(delete(Collection).where(Collection.id == uuid.UUID(throwaway)))

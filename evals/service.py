@@ -1,0 +1,160 @@
+"""Creating, reading and comparing runs: what the API and CLI need, without HTTP."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from core.models import Collection, EvalItem, EvalRun, JobStatus
+from core.settings import Settings
+from evals import datasets as ds
+from evals.compare import compare
+from evals.metrics import MAIN_METRIC
+from evals.sweep import expand_grid
+from retrieval.config import deep_merge, resolve_config
+
+AGENT_REFUSAL = (
+    "agent evaluations are not available yet: they need the agents feature (tool-calling agents), "
+    "which this build does not include; use kind 'retrieval' or 'answer'"
+)
+
+
+class EvalInputError(ValueError):
+    """A request that cannot become a run (the API answers 4xx with this message)."""
+
+
+class DatasetRef(BaseModel):
+    path: str = Field(description="Relative to <data_dir>/evals/ (an upload's path, or a folder put there).")
+    format: Literal["beir", "jsonl", "pubmedqa"] = "beir"
+    split: str = Field(default="test", description="qrels/<split>.tsv; pubmedqa: test or all.")
+
+
+class Generation(BaseModel):
+    max_tokens: int | None = Field(default=None, ge=1, le=4096)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    seed: int = 0
+
+
+class EvalCreate(BaseModel):
+    kind: Literal["retrieval", "answer", "agent"]
+    name: str = Field(default="", max_length=200)
+    dataset: DatasetRef
+    collection: str | None = Field(
+        default=None,
+        description="An existing collection (id or name) to evaluate; with a corpus in the dataset, "
+        "missing documents are added to it. Unset: a throwaway collection holds the corpus.",
+    )
+    collection_name: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Ingest the corpus into a new collection of this name and keep it.",
+    )
+    ingest: bool = Field(default=True, description="Add the dataset's corpus to the collection.")
+    retrieval: dict[str, Any] = Field(
+        default_factory=dict, description="Retrieval overrides (RetrievalConfig shape)."
+    )
+    sweep: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description='Retrieval settings to sweep, dotted keys: {"fusion.method": ["rrf", "convex"], '
+        '"dense.candidates": [100, 300]}; every combination is one variant.',
+    )
+    generation: Generation = Field(default_factory=Generation)
+    max_items: int | None = Field(default=None, ge=1, description="Evaluate only the first N items.")
+
+
+def create_run(
+    session: Session, settings: Settings, tenant: uuid.UUID, body: EvalCreate, collection: Collection | None
+) -> EvalRun:
+    if body.kind == "agent":
+        raise EvalInputError(AGENT_REFUSAL)
+    if body.dataset.format not in ds.FORMATS[body.kind]:
+        raise EvalInputError(f"a {body.kind} run takes a dataset in {', '.join(ds.FORMATS[body.kind])}")
+    try:
+        ds.resolve_path(settings.data_dir, body.dataset.path)
+        variants = expand_grid(body.retrieval, body.sweep)
+        for variant in variants:
+            resolve_config(settings.retrieval, variant["overrides"])
+    except ValueError as exc:
+        raise EvalInputError(str(exc)) from None
+    if body.collection_name and collection is not None:
+        raise EvalInputError("give collection or collection_name, not both")
+    if body.collection_name and session.scalar(
+        select(Collection.id).where(Collection.tenant_id == tenant, Collection.name == body.collection_name)
+    ):
+        raise EvalInputError(f"a collection named {body.collection_name!r} already exists")
+    run = EvalRun(
+        tenant_id=tenant,
+        name=body.name,
+        kind=body.kind,
+        status=JobStatus.queued,
+        collection_id=collection.id if collection else None,
+        dataset=body.dataset.model_dump(),
+        config={
+            "variants": variants,
+            "ingest": body.ingest,
+            "collection_name": body.collection_name,
+            "generation": body.generation.model_dump(),
+            "max_items": body.max_items,
+        },
+        progress={"stage": "queued"},
+        metrics={},
+    )
+    run.items_total = run.items_done = run.attempts = 0
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> EvalRun | None:
+    """The run if it belongs to the tenant (another tenant's run is not found)."""
+    return session.scalar(select(EvalRun).where(EvalRun.id == run_id, EvalRun.tenant_id == tenant))
+
+
+def delete_run(session: Session, run: EvalRun) -> None:
+    """Delete the run, its items and its throwaway collection (a worker holding it stops)."""
+    throwaway = run.config.get("throwaway_collection")
+    session.delete(run)
+    if throwaway:
+        session.execute(delete(Collection).where(Collection.id == uuid.UUID(throwaway)))
+
+
+def item_metrics(session: Session, run: EvalRun, variant: str) -> dict[str, dict]:
+    rows = session.execute(
+        select(EvalItem.item_key, EvalItem.metrics).where(
+            EvalItem.run_id == run.id, EvalItem.variant == variant
+        )
+    )
+    return {key: metrics for key, metrics in rows}
+
+
+def main_variant(run: EvalRun) -> str:
+    return run.config["variants"][0]["label"]
+
+
+def compare_runs(
+    session: Session, a: EvalRun, b: EvalRun, variant_a: str | None, variant_b: str | None
+) -> dict:
+    if a.kind != b.kind:
+        raise EvalInputError(f"cannot compare a {a.kind} run with a {b.kind} run")
+    va, vb = variant_a or main_variant(a), variant_b or main_variant(b)
+    metrics_a, metrics_b = a.metrics.get("variants", {}).get(va), b.metrics.get("variants", {}).get(vb)
+    if metrics_a is None or metrics_b is None:
+        raise EvalInputError("both runs must have finished (and have the variants asked for)")
+    result = compare(
+        metrics_a, metrics_b, item_metrics(session, a, va), item_metrics(session, b, vb), MAIN_METRIC[a.kind]
+    )
+    return {"a": {"id": str(a.id), "variant": va}, "b": {"id": str(b.id), "variant": vb}, **result}
+
+
+def apply_variant(session: Session, run: EvalRun, variant: str | None, collection: Collection) -> dict:
+    """Write a variant's retrieval settings into the collection's retrieval config (deep-merged)."""
+    label = variant or run.metrics.get("sweep", {}).get("best") or main_variant(run)
+    found = [v for v in run.config["variants"] if v["label"] == label]
+    if not found:
+        raise EvalInputError(f"the run has no variant {label!r}")
+    collection.retrieval = deep_merge(collection.retrieval or {}, found[0]["overrides"])
+    return {"variant": label, "retrieval": collection.retrieval}

@@ -1,0 +1,106 @@
+"""Metrics of evaluation runs: the IR library against our own implementation on fixed runs, answer
+metrics by hand, sweeps' grids and Pareto fronts, the paired tests, and convex fusion by hand."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from core.settings.retrieval import FusionConfig
+from evals.compare import compare, paired_tests
+from evals.metrics import answer_metrics, mean_metrics, retrieval_per_query, token_f1
+from evals.sweep import expand_grid, pareto_front, plot, sweep_table
+from retrieval import metrics as ours
+from retrieval.fusion import fuse
+from retrieval.types import ranked
+
+
+def _fixed_runs(seed: int = 7):
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(150)]
+    qrels, runs = {}, {}
+    for q in range(25):
+        judged = rng.sample(docs, 12)
+        qrels[f"q{q}"] = {d: rng.choice([0, 1, 1, 2]) for d in judged}
+        runs[f"q{q}"] = rng.sample(docs, 120)
+    qrels["q_none"] = {"d1": 0}  # no relevant document: not averaged
+    runs.pop("q3")  # a judged query without a ranking scores 0
+    return runs, qrels
+
+
+def test_library_metrics_equal_our_implementation_on_fixed_runs():
+    runs, qrels = _fixed_runs()
+    per_query = retrieval_per_query(runs, qrels)
+    assert set(per_query) == {q for q in qrels if q != "q_none"}
+    for q, values in per_query.items():
+        run = runs.get(q, [])
+        assert values["ndcg@10"] == pytest.approx(ours.ndcg_at_k(run, qrels[q], 10), abs=1e-6)
+        assert values["recall@10"] == pytest.approx(ours.recall_at_k(run, qrels[q], 10), abs=1e-6)
+        assert values["recall@100"] == pytest.approx(ours.recall_at_k(run, qrels[q], 100), abs=1e-6)
+        assert values["mrr@10"] == pytest.approx(ours.mrr_at_k(run, qrels[q], 10), abs=1e-6)
+        assert values["map"] == pytest.approx(ours.average_precision(run, qrels[q]), abs=1e-6)
+    means = mean_metrics(per_query.values())
+    expected = ours.evaluate(runs, qrels)
+    for name in ("ndcg@10", "recall@10", "recall@100", "mrr@10"):
+        assert means[name] == pytest.approx(expected[name], abs=1e-4)
+    assert 0 < means["ndcg@10"] < 1 and per_query["q3"]["ndcg@10"] == 0.0
+
+
+def test_answer_metrics_by_hand():
+    assert token_f1("The cat sat.", "a cat sat down") == pytest.approx(2 * (2 / 2) * (2 / 3) / (1 + 2 / 3))
+    m = answer_metrics("It was released on 12 March 2026 [1].", "12 March 2026", False, ["a", "b"], ["a"])
+    assert m["exact_match"] == 0.0 and m["contains_gold"] == 1.0
+    assert (m["citation_precision"], m["citation_recall"]) == (0.5, 1.0)
+    assert m["no_answer_accuracy"] is None
+    refused = answer_metrics("The documents do not contain the answer.", None, True, [], [])
+    assert refused["no_answer_accuracy"] == 1.0 and refused["token_f1"] is None
+    assert answer_metrics("x", "", False, [], [])["no_answer_accuracy"] == 0.0
+    assert mean_metrics([m, refused])["refused"] == 0.5
+
+
+def test_sweep_grid_table_and_pareto():
+    variants = expand_grid(
+        {"top_k": 20}, {"fusion.method": ["rrf", "convex"], "dense.candidates": [100, 300]}
+    )
+    assert [v["label"] for v in variants][0] == "fusion.method=rrf,dense.candidates=100"
+    assert variants[3]["overrides"] == {
+        "top_k": 20,
+        "fusion": {"method": "convex"},
+        "dense": {"candidates": 300},
+    }
+    assert expand_grid({"mode": "bm25"}, {}) == [{"label": "base", "overrides": {"mode": "bm25"}}]
+    assert pareto_front([(0.5, 10), (0.6, 20), (0.55, 30), (0.6, 25)]) == [True, True, False, False]
+    by_variant = {
+        v["label"]: {"ndcg@10": 0.3 + i / 100, "latency_ms_p50": 10 + i} for i, v in enumerate(variants)
+    }
+    table = sweep_table("retrieval", variants, by_variant)
+    assert table["best"] == variants[3]["label"] and all(r["pareto"] for r in table["rows"])
+    assert plot(table, "png").startswith(b"\x89PNG") and b"<svg" in plot(table, "svg")
+
+
+def test_paired_tests_and_compare():
+    a = [0.2, 0.4, 0.1, 0.5, 0.3, 0.6, 0.2, 0.4]
+    same = paired_tests(a, a)
+    assert same["mean_delta"] == 0 and same["t_test_p"] == 1.0
+    better = paired_tests(a, [x + 0.2 + 0.01 * i for i, x in enumerate(a)])
+    assert better["bootstrap_p"] < 0.01 and better["t_test_p"] < 0.01 and better["ci95"][0] > 0
+    items_a = {str(i): {"ndcg@10": x} for i, x in enumerate(a)}
+    items_b = {**items_a, "0": {"ndcg@10": 0.9}, "1": {"ndcg@10": 0.0}}
+    out = compare({"ndcg@10": 0.35}, {"ndcg@10": 0.4}, items_a, items_b, "ndcg@10")
+    assert (out["wins"], out["losses"], out["ties"]) == (1, 1, 6)
+    assert out["deltas"] == {"ndcg@10": pytest.approx(0.05)}
+
+
+def test_convex_fusion_by_hand():
+    a, b, c = (uuid.UUID(int=i) for i in (1, 2, 3))
+    rankings = {"bm25": ranked("bm25", [(a, 8.0), (b, 4.0)]), "dense": ranked("dense", [(b, 0.6), (c, 0.2)])}
+    fused = fuse(FusionConfig(method="convex", alpha=0.75, normalization="tm2c2"), rankings)
+    scores = {h.chunk_id: h.score for h in fused}
+    assert scores[a] == pytest.approx(0.25 * 1.0)  # not seen by dense: its lower bound, 0
+    assert scores[b] == pytest.approx(0.25 * 0.5 + 0.75 * 1.0)
+    assert scores[c] == pytest.approx(0.75 * (0.2 + 1) / (0.6 + 1))
+    assert [h.chunk_id for h in fused] == [b, c, a] and fused[0].ranks["convex"] == 1
+    minmax = fuse(FusionConfig(method="convex", alpha=0.5, normalization="minmax"), rankings)
+    assert {h.chunk_id: h.score for h in minmax}[b] == pytest.approx(0.5 * 0 + 0.5 * 1)
