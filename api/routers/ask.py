@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -21,6 +21,7 @@ from api.llm import chat_backend
 from api.metrics import record_ask
 from api.routers.collections import get_collection
 from api.state import AppState
+from retrieval.embedding import get_embedder
 from retrieval.service import SearchRequest
 
 router = APIRouter(prefix="/v1", tags=["ask"])
@@ -42,6 +43,14 @@ class AskBody(BaseModel):
         description="Search overrides: mode, top_k, rerank, transform, filters, options.",
     )
     generation: Generation = Field(default_factory=Generation)
+    answer_mode: Literal["quote", "generate", "auto"] | None = Field(
+        default=None,
+        description="quote: only verbatim source sentences, chosen under a grammar; generate: written by "
+        "the model, each sentence checked; auto: quote for small generators. Default: the server's setting.",
+    )
+    claim_check: bool | None = Field(
+        default=None, description="Check each generated sentence against its sources (default: on)."
+    )
     stream: bool = False
 
     @model_validator(mode="after")
@@ -85,11 +94,15 @@ async def run_ask(
         session.commit()
         return found
 
-    pipeline = AskPipeline(retrieve, backend, state.settings.qa)
+    pipeline = AskPipeline(
+        retrieve, backend, state.settings.qa, embedding_similarity(collections[0].embedding_model)
+    )
     request = AskRequest(
         question=body.question,
         history=history_override or (history(session, conversation) if conversation else []),
         cache_salt=str(tenant),
+        answer_mode=body.answer_mode,
+        claim_check=body.claim_check,
         **body.generation.model_dump(),
     )
     query = body.question
@@ -105,6 +118,17 @@ async def run_ask(
                 session.commit()
                 event = {**event, "conversation_id": str(conv.id), "message_id": str(message.id)}
         yield event
+
+
+def embedding_similarity(model_spec: str):
+    """Cosine similarity under the collection's embedding model (ranks the sentences quote mode offers)."""
+
+    def similarity(query: str, texts: list[str]) -> list[float]:
+        embedder = get_embedder(model_spec)
+        vectors = embedder.encode([query, *texts])
+        return (vectors[1:] @ vectors[0]).tolist()
+
+    return similarity
 
 
 def _sse(event: dict) -> str:

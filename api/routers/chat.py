@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -46,6 +47,9 @@ class ChatBody(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1)
     seed: int | None = None
     stop: str | list[str] | None = None
+    # rag/ models only (extra fields, as /v1/ask): how the answer is made and whether it is checked.
+    answer_mode: Literal["quote", "generate", "auto"] | None = None
+    claim_check: bool | None = None
 
 
 async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIterator[dict]:
@@ -59,6 +63,8 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             question=body.messages[-1].content,
             collection=body.model.removeprefix(RAG_PREFIX),
             generation=Generation(max_tokens=max_tokens, temperature=body.temperature, seed=body.seed),
+            answer_mode=body.answer_mode,
+            claim_check=body.claim_check,
         )
         session = state.sessions()
         try:
@@ -120,9 +126,7 @@ async def chat_completions(body: ChatBody, tenant: CurrentTenant, state: StateDe
                 if event["type"] == "token":
                     yield _chunk(cid, created, body.model, {"content": event["text"]})
                 elif event["type"] == "done":
-                    extra = {"usage": event["usage"]}
-                    if "citations" in event:
-                        extra["citations"] = event["citations"]
+                    extra = {"usage": event["usage"], **_rag_fields(event)}
                     yield _chunk(cid, created, body.model, {}, event["finish_reason"], **extra)
             yield "data: [DONE]\n\n"
 
@@ -148,9 +152,15 @@ async def chat_completions(body: ChatBody, tenant: CurrentTenant, state: StateDe
         ],
         "usage": done.get("usage", {}),
     }
-    if "citations" in done:
-        response["citations"] = done["citations"]
-    return response
+    return response | _rag_fields(done)
+
+
+RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "claims")
+
+
+def _rag_fields(done: dict) -> dict:
+    """The grounded-answer extras of a rag/ model's final event (none for plain models)."""
+    return {key: done[key] for key in RAG_FIELDS if key in done}
 
 
 async def _prepend(first: dict, rest: AsyncIterator[dict]) -> AsyncIterator[dict]:
