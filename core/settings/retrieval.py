@@ -110,6 +110,13 @@ class RetrievalConfig(BaseModel):
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     transform: TransformConfig = Field(default_factory=TransformConfig)
+    neighbors: int = Field(
+        default=0,
+        ge=0,
+        le=4,
+        description="Answers: each hit is given to the generator with this many chunks of its document "
+        "on either side (long documents: the answer often sits just outside the matching chunk).",
+    )
 
 
 class RetrievalSettings(RetrievalConfig):
