@@ -36,6 +36,7 @@ from agents.qa.sources import Source, fit_to_budget
 from agents.qa.verify import engine_verifier
 from api.routers.ask import embedding_similarity
 from benchmarks.answer_sets import DATA, contains_gold, long_docs, overlaps_gold, pubmedqa, token_f1
+from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
 from core.models import Chunk, Collection, Document, DocumentStatus
 from core.runtime import open_database
@@ -312,6 +313,7 @@ def main() -> None:
     args.sweep = args.sweep or args.sweep_only
     settings = get_settings()
     database = open_database(settings)
+    upgrade_database(database.url)
     sessions = make_session_factory(make_engine(database.url))
     built: list[uuid.UUID] = []
     try:
