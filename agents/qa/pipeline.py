@@ -54,6 +54,7 @@ class AskRequest:
     cache_salt: str | None = None
     answer_mode: str | None = None  # quote | generate | auto; None: the settings' default
     claim_check: bool | None = None  # None: the settings' default
+    sources_token_budget: int | None = None  # None: the settings' (a collection may set its own)
 
 
 @dataclass
@@ -116,7 +117,11 @@ class AskPipeline:
         ranked, retrieval_timings = await self.retrieve(query)
         timings.update(retrieval_timings)
         sources = order_for_attention(
-            fit_to_budget(ranked, self.settings.sources_token_budget, self.backend.count_tokens)
+            fit_to_budget(
+                ranked,
+                request.sources_token_budget or self.settings.sources_token_budget,
+                self.backend.count_tokens,
+            )
         )
         yield {"type": "sources", "query": query, "sources": [s.as_dict() for s in sources]}
 

@@ -22,7 +22,7 @@ from api.metrics import record_ask
 from api.routers.collections import get_collection
 from api.state import AppState
 from retrieval.embedding import get_embedder
-from retrieval.service import SearchRequest
+from retrieval.service import SearchRequest, request_config
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
@@ -103,6 +103,14 @@ async def run_ask(
         cache_salt=str(tenant),
         answer_mode=body.answer_mode,
         claim_check=body.claim_check,
+        sources_token_budget=max(
+            (
+                b
+                for c in collections
+                if (b := request_config(state.settings.retrieval, c, search).sources_token_budget)
+            ),
+            default=None,
+        ),
         **body.generation.model_dump(),
     )
     query = body.question

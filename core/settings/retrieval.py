@@ -117,6 +117,12 @@ class RetrievalConfig(BaseModel):
         description="Answers: each hit is given to the generator with this many chunks of its document "
         "on either side (long documents: the answer often sits just outside the matching chunk).",
     )
+    sources_token_budget: int | None = Field(
+        default=None,
+        ge=100,
+        le=100_000,
+        description="Answers: generator tokens the sources may take (None: qa.sources_token_budget).",
+    )
 
 
 class RetrievalSettings(RetrievalConfig):
