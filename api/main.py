@@ -12,7 +12,19 @@ from fastapi import FastAPI, Request
 
 from api import metrics
 from api.errors import install_error_handlers
-from api.routers import agents, ask, chat, collections, documents, eval_data, evals, health, jobs, keys, search
+from api.routers import (
+    agents,
+    ask,
+    chat,
+    collections,
+    documents,
+    eval_data,
+    evals,
+    health,
+    jobs,
+    keys,
+    search,
+)
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database

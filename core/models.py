@@ -227,6 +227,9 @@ class Message(Base):
     citations: Mapped[list] = mapped_column(JSONB, default=list)
     usage: Mapped[dict] = mapped_column(JSONB, default=dict)
     timings: Mapped[dict] = mapped_column(JSONB, default=dict)
+    # quote | generate, and the per-sentence claim check (migration 0008_answer_claims).
+    answer_mode: Mapped[str | None] = mapped_column(String(16))
+    claims: Mapped[list | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.clock_timestamp()
     )

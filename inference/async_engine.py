@@ -40,6 +40,8 @@ class AsyncLLMEngine:
         self.tokenizer = self.engine.tokenizer
         self.model_name = model_name or config.model_path.stem
         self.max_model_len = self.engine.max_model_len
+        # The model's size, for callers that adapt to it (quote answers from small generators).
+        self.num_parameters = sum(p.numel() for p in self.engine.model.parameters())
         self._max_waiting = config.max_waiting
         self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._streams: dict[str, _Stream] = {}

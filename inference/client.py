@@ -10,9 +10,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from inference.protocol import EngineClient, SamplingParams
+
+if TYPE_CHECKING:
+    from inference.grammar.spec import StructuredOutputSpec
 
 
 @dataclass
@@ -65,9 +68,13 @@ async def complete_chat(
 class LocalChatBackend:
     """Our in-process engine."""
 
+    enforces_grammar = True  # SamplingParams.structured_output always constrains decoding
+
     def __init__(self, engine: EngineClient) -> None:
         self.engine = engine
         self.model_name = engine.model_name
+        # Callers size their approach to the model (quote mode for small ones); None: unknown.
+        self.num_parameters: int | None = getattr(engine, "num_parameters", None)
 
     def count_tokens(self, text: str) -> int:
         return len(self.engine.encode(text))
@@ -85,7 +92,14 @@ class LocalChatBackend:
 
 class RemoteChatBackend:
     """Any OpenAI-compatible server. Token counts for prompt budgeting use `count_tokens`, a local
-    tokenizer of the same model where one is available (else a 4-characters-per-token estimate)."""
+    tokenizer of the same model where one is available (else a 4-characters-per-token estimate).
+
+    A `structured_output` is sent as vLLM's `structured_outputs` field (which our server reads too);
+    whether the server applies it is not known, so `enforces_grammar` is False and callers check.
+    """
+
+    enforces_grammar = False
+    num_parameters: int | None = None
 
     def __init__(
         self,
@@ -113,6 +127,8 @@ class RemoteChatBackend:
         }
         if params.cache_salt:
             extra["cache_salt"] = params.cache_salt  # vLLM and our server isolate prefix caches by it
+        if params.structured_output is not None:
+            extra["structured_outputs"] = structured_outputs_field(params.structured_output)
         stream = await self.client.chat.completions.create(
             model=self.model_name,
             messages=messages,
@@ -139,3 +155,16 @@ class RemoteChatBackend:
                 cached = getattr(details, "cached_tokens", 0) or 0
                 usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached)
                 yield ChatDelta(finished=True, finish_reason=finish_reason, usage=usage)
+
+
+def structured_outputs_field(spec: StructuredOutputSpec) -> dict:
+    """A spec as vLLM's `structured_outputs` request field (the kinds the platform itself sends)."""
+    if spec.kind == "grammar":
+        return {"grammar": spec.ebnf}
+    if spec.kind == "choice":
+        return {"choice": list(spec.choices)}
+    if spec.kind == "regex":
+        return {"regex": spec.regex}
+    if spec.kind == "json_schema":
+        return {"json": spec.json_schema}
+    raise ValueError(f"cannot send a {spec.kind!r} constraint to a remote server")

@@ -154,7 +154,8 @@ def _chunk(ctx: PipelineContext, item: Prepared) -> None:
             f"holds {claim.embedding_dim}-dim ones; models cannot be mixed in a collection",
             "model_mismatch",
         )
-    item.drafts = chunk_document(item.parsed, ChunkingConfig(**claim.chunking), embedder)
+    title = item.parsed.title or claim.filename
+    item.drafts = chunk_document(item.parsed, ChunkingConfig(**claim.chunking), embedder, title)
     if not item.drafts:
         raise PermanentError("no text to index", "no_text")
     item.seconds["chunk"] = time.perf_counter() - t0
@@ -169,7 +170,7 @@ def _chunk_rows(item: Prepared, vectors: np.ndarray, index_dim: int) -> list[dic
             "collection_id": item.claim.collection_id,
             "ordinal": ordinal,
             "text": draft.text,
-            "text_hash": text_hash(draft.text),
+            "text_hash": text_hash(draft.embed_text),  # the reuse key: equal embedded texts
             "token_count": draft.token_count,
             "char_start": draft.char_start,
             "char_end": draft.char_end,
@@ -273,7 +274,7 @@ def _embed_and_store(ctx: PipelineContext, items: list[Prepared], outcomes: dict
     transaction per document."""
     t0 = time.perf_counter()
     first = items[0].claim
-    texts = [d.text for item in items for d in item.drafts]
+    texts = [d.embed_text for item in items for d in item.drafts]
     vectors, fresh = embed_with_reuse(
         ctx.sessions, first.collection_id, texts, ctx.embedder_for(first.embedding_model)
     )

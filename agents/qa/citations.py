@@ -39,8 +39,10 @@ def resolve_citations(answer: str, sources: list[Source]) -> CitationResult:
     rewritten = re.sub(r"[ \t]+([.,;:!?])", r"\1", rewritten)  # no space left before punctuation
     citations = []
     for number, cited in sorted(renumber.items(), key=lambda kv: kv[1]):
-        source = by_number[number]
-        citations.append(
-            {"citation": cited, "source_number": number, **source.as_dict(), "quote": source.text}
-        )
+        citations.append(citation_entry(by_number[number], cited))
     return CitationResult(answer=rewritten, citations=citations, invalid=invalid)
+
+
+def citation_entry(source: Source, citation: int) -> dict:
+    """What the answer's marker `[citation]` points at."""
+    return {"citation": citation, "source_number": source.number, **source.as_dict(), "quote": source.text}

@@ -20,13 +20,21 @@ INSTRUCTIONS = (
     "Example: if source [2] says 'The bridge opened in 1932.', answer 'The bridge opened in 1932 [2].'"
 )
 
+QUOTE_INSTRUCTIONS = (
+    "You are Groundwork, an assistant that answers questions by quoting the numbered sources "
+    "provided below. Answer with one to three whole sentences copied word for word from the sources, "
+    "the ones that best answer the question, each followed by its source number in square brackets."
+)
+
 NO_ANSWER = "The documents in this collection do not contain an answer to this question."
 
 
-def build_messages(question: str, sources: list[Source], history: list[dict] | None = None) -> list[dict]:
+def build_messages(
+    question: str, sources: list[Source], history: list[dict] | None = None, instructions: str = INSTRUCTIONS
+) -> list[dict]:
     """Chat messages: instructions + sources (system), prior turns, then the question."""
     rendered = "\n".join(render_source(s) for s in sources)
-    system = f"{INSTRUCTIONS}\n\nSources:\n{rendered}"
+    system = f"{instructions}\n\nSources:\n{rendered}"
     messages = [{"role": "system", "content": system}]
     for turn in history or []:
         messages.append({"role": turn["role"], "content": turn["content"]})

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from agents.qa.neighbors import expand_neighbors
 from agents.qa.sources import Source
 from core.models import Collection
 from core.settings import Settings
 from inference.client import ChatBackend
 from retrieval.fusion import RRFFusion
 from retrieval.pipeline import ResultChunk
-from retrieval.service import SearchRequest, search
+from retrieval.service import SearchRequest, request_config, search
 from retrieval.types import Hit
 
 
@@ -47,10 +48,13 @@ async def retrieve_sources(
     """Best-first sources across `collections` (rank-fused when several) and timings in ms."""
     rankings: list[list[ResultChunk]] = []
     timings: dict[str, float] = {}
+    radius: dict[str, int] = {}
     for collection in collections:
+        neighbors = request_config(settings.retrieval, collection, request).neighbors
         debug_request = request.model_copy(update={"debug": True})  # debug carries the stage timings
         result = await search(session, settings.retrieval, collection, debug_request, chat=chat)
         rankings.append(result.results)
+        radius.update({str(hit.chunk_id): neighbors for hit in result.results})
         for stage, ms in result.debug.get("timings_ms", {}).items():
             key = "retrieval_ms" if stage == "total" else f"{stage}_ms"
             timings[key] = timings.get(key, 0.0) + ms
@@ -60,4 +64,5 @@ async def retrieve_sources(
     )
     ranked = [by_id[h.chunk_id] for h in fused]
     top_k = request.top_k or settings.qa.top_k
-    return [to_source(hit) for hit in ranked[:top_k]], timings
+    sources = [to_source(hit) for hit in ranked[:top_k]]
+    return expand_neighbors(session, sources, radius), timings

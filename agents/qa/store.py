@@ -51,6 +51,8 @@ def record_turn(
         citations=done["citations"],
         usage=done["usage"],
         timings=done["timings"],
+        answer_mode=done.get("answer_mode_used"),
+        claims=done.get("claims"),
     )
     session.add(answer)
     session.flush()

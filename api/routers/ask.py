@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -24,7 +24,8 @@ from api.state import AppState
 from api.streaming import ending_with_error_event, sse
 from api.validation import Seed, check_retrieval_options
 from core.tenancy import scope_to_tenant
-from retrieval.service import SearchRequest
+from retrieval.embedding import get_embedder
+from retrieval.service import SearchRequest, request_config
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
@@ -45,6 +46,14 @@ class AskBody(BaseModel):
         description="Search overrides: mode, top_k, rerank, transform, filters, options.",
     )
     generation: Generation = Field(default_factory=Generation)
+    answer_mode: Literal["quote", "generate", "auto"] | None = Field(
+        default=None,
+        description="quote: only verbatim source sentences, chosen under a grammar; generate: written by "
+        "the model, each sentence checked; auto: quote for small generators. Default: the server's setting.",
+    )
+    claim_check: bool | None = Field(
+        default=None, description="Check each generated sentence against its sources (default: on)."
+    )
     stream: bool = False
 
     @model_validator(mode="after")
@@ -91,11 +100,23 @@ async def run_ask(
         session.commit()
         return found
 
-    pipeline = AskPipeline(retrieve, backend, state.settings.qa)
+    pipeline = AskPipeline(
+        retrieve, backend, state.settings.qa, embedding_similarity(collections[0].embedding_model)
+    )
     request = AskRequest(
         question=body.question,
         history=history_override or (history(session, conversation) if conversation else []),
         cache_salt=str(tenant),
+        answer_mode=body.answer_mode,
+        claim_check=body.claim_check,
+        sources_token_budget=max(
+            (
+                b
+                for c in collections
+                if (b := request_config(state.settings.retrieval, c, search).sources_token_budget)
+            ),
+            default=None,
+        ),
         **body.generation.model_dump(),
     )
     query = body.question
@@ -111,6 +132,17 @@ async def run_ask(
                 session.commit()
                 event = {**event, "conversation_id": str(conv.id), "message_id": str(message.id)}
         yield event
+
+
+def embedding_similarity(model_spec: str):
+    """Cosine similarity under the collection's embedding model (ranks the sentences quote mode offers)."""
+
+    def similarity(query: str, texts: list[str]) -> list[float]:
+        embedder = get_embedder(model_spec)
+        vectors = embedder.encode([query, *texts])
+        return (vectors[1:] @ vectors[0]).tolist()
+
+    return similarity
 
 
 @router.post("/ask")

@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
@@ -59,6 +60,9 @@ class ChatBody(BaseModel):
     seed: Seed | None = None
     stop: str | list[str] | None = None
     collections: list[str] = Field(default_factory=list, description="For agent/<kind> models.")
+    # rag/ models only (extra fields, as /v1/ask): how the answer is made and whether it is checked.
+    answer_mode: Literal["quote", "generate", "auto"] | None = None
+    claim_check: bool | None = None
 
     def output_constraint(self) -> StructuredOutputSpec | None:
         """The requested output constraint, validated (InvalidRequestError: 400)."""
@@ -74,6 +78,8 @@ def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
             question=body.messages[-1].content,
             collection=collection,
             generation=Generation(max_tokens=max_tokens, temperature=body.temperature, seed=body.seed),
+            answer_mode=body.answer_mode,
+            claim_check=body.claim_check,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -185,9 +191,7 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
                 if event["type"] == "token":
                     yield _chunk(cid, created, body.model, {"content": event["text"]})
                 elif event["type"] == "done":
-                    extra = {"usage": event["usage"]}
-                    if "citations" in event:
-                        extra["citations"] = event["citations"]
+                    extra = {"usage": event["usage"], **_rag_fields(event)}
                     yield _chunk(cid, created, body.model, {}, event["finish_reason"], **extra)
             yield "data: [DONE]\n\n"
 
@@ -213,9 +217,15 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
         ],
         "usage": done.get("usage", {}),
     }
-    if "citations" in done:
-        response["citations"] = done["citations"]
-    return response
+    return response | _rag_fields(done)
+
+
+RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "claims")
+
+
+def _rag_fields(done: dict) -> dict:
+    """The grounded-answer extras of a rag/ model's final event (none for plain models)."""
+    return {key: done[key] for key in RAG_FIELDS if key in done}
 
 
 async def _prepend(first: dict, rest: AsyncIterator[dict]) -> AsyncIterator[dict]:

@@ -123,6 +123,19 @@ class RetrievalConfig(BaseModel):
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     transform: TransformConfig = Field(default_factory=TransformConfig)
+    neighbors: int = Field(
+        default=0,
+        ge=0,
+        le=4,
+        description="Answers: each hit is given to the generator with this many chunks of its document "
+        "on either side (long documents: the answer often sits just outside the matching chunk).",
+    )
+    sources_token_budget: int | None = Field(
+        default=None,
+        ge=100,
+        le=100_000,
+        description="Answers: generator tokens the sources may take (None: qa.sources_token_budget).",
+    )
 
 
 class RetrievalSettings(RetrievalConfig):

@@ -21,6 +21,11 @@ class ChunkingConfig(BaseModel):
     strategy: Literal["fixed", "recursive", "semantic"] = "fixed"
     chunk_size: int = Field(default=256, ge=8, le=8192, description="Token budget per chunk.")
     chunk_overlap: int = Field(default=32, ge=0, description="Tokens repeated between fixed windows.")
+    title_prefix: bool = Field(
+        default=False,
+        description="Embed each chunk as 'document title + newline + text' (the stored text is unchanged): "
+        "a chunk deep in a long document keeps what it is about.",
+    )
     semantic_percentile: float = Field(
         default=90.0,
         gt=0,
@@ -44,15 +49,26 @@ class ChunkDraft:
     page: int | None = None
     heading_path: list[str] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
+    embed_text: str = ""  # what the embedding model reads: the text, or title + text
+
+    def __post_init__(self) -> None:
+        self.embed_text = self.embed_text or self.text
 
 
-def chunk_document(doc: ParsedDocument, config: ChunkingConfig, embedder) -> list[ChunkDraft]:
-    """Chunks of every segment in order. `embedder` gives the tokenizer and the model's input limit.
+def chunk_document(
+    doc: ParsedDocument, config: ChunkingConfig, embedder, title: str | None = None
+) -> list[ChunkDraft]:
+    """Chunks of every segment in order. `embedder` gives the tokenizer and the model's input limit;
+    `title` (default: the parsed title) prefixes the embedded text under `config.title_prefix`.
 
-    NOTE: the budget is capped at what the model reads (`embedder.max_tokens`): a longer chunk would
-    be stored whole but embedded truncated.
+    NOTE: the budget is capped at what the model reads (`embedder.max_tokens`), less the title's
+    tokens when it is prefixed: a longer chunk would be stored whole but embedded truncated.
     """
-    size = min(config.chunk_size, embedder.max_tokens)
+    prefix = ""
+    if config.title_prefix and (title or doc.title):
+        prefix = (title or doc.title or "").strip()[:200] + "\n"
+    title_tokens = len(embedder.tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0
+    size = max(8, min(config.chunk_size, embedder.max_tokens - title_tokens))
     overlap = min(config.chunk_overlap, size // 2)
     drafts: list[ChunkDraft] = []
     for segment in doc.segments:
@@ -74,6 +90,7 @@ def chunk_document(doc: ParsedDocument, config: ChunkingConfig, embedder) -> lis
                     page=segment.page,
                     heading_path=list(segment.heading_path),
                     metadata=dict(segment.metadata),
+                    embed_text=prefix + doc.text[start:end],
                 )
             )
     return drafts

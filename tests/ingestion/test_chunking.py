@@ -90,3 +90,21 @@ def test_headings_and_budget_capped_at_model_limit(embedder):
 def test_whitespace_segments_give_no_chunks(embedder):
     doc = parse(b"# Title\n\n\n\n## Empty\n\n", "e.md")
     assert all(c.text.strip() for c in chunk_document(doc, ChunkingConfig(), embedder))
+
+
+def test_title_prefix_goes_into_the_embedded_text_only(embedder):
+    doc = parse(" ".join(f"river{i}" for i in range(600)).encode(), "rivers.txt")
+    plain = chunk_document(doc, ChunkingConfig(chunk_size=254, chunk_overlap=0), embedder)
+    titled = chunk_document(
+        doc,
+        ChunkingConfig(chunk_size=254, chunk_overlap=0, title_prefix=True),
+        embedder,
+        "Rivers and compilers",
+    )
+    assert all(c.embed_text == c.text for c in plain)
+    assert all(c.embed_text == f"Rivers and compilers\n{c.text}" for c in titled)
+    assert all(c.text == doc.text[c.char_start : c.char_end] for c in titled)  # stored text unchanged
+    # at the model's limit the title's tokens come out of the budget: the embedded text still fits
+    title_tokens = len(embedder.tokenizer("Rivers and compilers\n", add_special_tokens=False)["input_ids"])
+    assert max(c.token_count for c in plain) > 254 - title_tokens
+    assert max(c.token_count for c in titled) <= 254 - title_tokens
