@@ -10,9 +10,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
-from api import metrics
+import web
+from api import metrics, metrics_history
 from api.errors import install_error_handlers
-from api.routers import ask, chat, collections, documents, health, jobs, search
+from api.metrics import platform_metrics
+from api.routers import ask, chat, collections, documents, health, jobs, keys, models, search
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
@@ -46,6 +48,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         nonlocal state
         state = state or build_state(settings)
         app.state.groundwork = state
+        state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         try:
             yield
@@ -68,6 +71,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         finally:
             request_id_var.reset(token)
         response.headers["x-request-id"] = rid
+        if state is not None:
+            platform_metrics(state).requests_total += 1
         log.info(
             "request",
             extra={
@@ -89,6 +94,10 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         search.router,
         ask.router,
         chat.router,
+        keys.router,
+        models.router,
+        metrics_history.router,
     ):
         app.include_router(router)
+    web.mount(app)
     return app
