@@ -17,6 +17,12 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** el.append(...) that skips null, undefined and false (conditional children). */
+export function add(el, ...children) {
+  append(el, children);
+  return el;
+}
+
 function append(el, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;

@@ -2,7 +2,7 @@
 // its document; follow-up questions continue the conversation.
 
 import { stream } from "../api.js";
-import { clear, collectionPicker, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { add, clear, collectionPicker, errorText, fmt, h, notice, pageHeader } from "../dom.js";
 
 const citationHref = (c) => `#/document/${c.document_id}?chunk=${c.chunk_id}&start=${c.char_start}&end=${c.char_end}`;
 
@@ -112,7 +112,8 @@ export async function render(root, ctx) {
             convLabel.textContent = conversationId ? `Conversation ${conversationId.slice(0, 8)}` : "";
             clear(turn.answer, linkedAnswer(event.answer, event.citations));
             const t = event.timings;
-            turn.extra.append(
+            add(
+              turn.extra,
               citationList(event.citations),
               event.grounded ? null : notice("info", "No grounded answer: the documents do not seem to contain it."),
               h("p", { class: "muted timings-line" }, `first token ${fmt.ms(t.ttft_ms)} · total ${fmt.ms(t.total_ms)} · ${event.usage.completion_tokens} tokens`),

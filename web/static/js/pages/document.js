@@ -2,7 +2,7 @@
 // count; `?start=&end=` (from a citation or a search hit) marks a span and scrolls to it.
 
 import { api } from "../api.js";
-import { badge, fmt, h, pageHeader } from "../dom.js";
+import { add, badge, fmt, h, pageHeader } from "../dom.js";
 
 /** Cut the text at every chunk boundary (and the marked span's ends) into segments. */
 function segments(text, chunks, mark) {
@@ -66,7 +66,7 @@ function chunkTable(chunks, onPick) {
             h("td", { class: "num" }, `${c.char_start}–${c.char_end}`),
             h("td", { class: "num" }, c.page ?? "—"),
             h("td", { class: "num" }, c.token_count),
-            h("td", { class: "muted" }, (c.heading_path ?? []).join(" › ")),
+            h("td", { class: "muted", title: (c.heading_path ?? []).join(" › ") }, (c.heading_path ?? []).at(-1) ?? ""),
           ),
         ),
       ),
@@ -89,7 +89,8 @@ export async function render(root, ctx) {
     const marker = body.querySelector(`#chunk-${c.ordinal}`);
     marker?.scrollIntoView({ block: "center" });
   };
-  root.append(
+  add(
+    root,
     pageHeader(doc.source_id, badge(doc.status)),
     h(
       "p",

@@ -38,9 +38,10 @@ function makePlot(chart, el, width) {
     {
       width,
       height: 180,
-      legend: { show: true },
+      legend: { show: true, live: false },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min ?? 0), Math.max(max ?? 1, chart.scale ? 1 : 0.001) * 1.1] } },
+      // From zero; fractions on 0-100 %; an all-zero or empty series still gets a readable axis.
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, chart.scale ? 100 : max > 0 ? max * 1.15 : 1] } },
       axes: [{}, { label: chart.unit, size: 56 }],
       series: [{}, ...chart.series.map(([, label], i) => ({ label, stroke: COLORS[i], width: 2, points: { size: 4 }, spanGaps: false }))],
     },
