@@ -104,7 +104,7 @@ export async function render(root, ctx) {
         body,
         (event) => {
           if (event.type === "sources") {
-            turn.extra.append(h("p", { class: "muted" }, `${event.sources.length} sources retrieved`, event.query !== body.question ? ` for “${event.query}”` : ""));
+            turn.extra.append(h("p", { class: "muted" }, `${event.sources.length} sources retrieved`, event.query !== body.question ? ` for the follow-up rewritten as “${event.query}”` : ""));
           } else if (event.type === "token") {
             turn.answer.append(event.text);
           } else if (event.type === "done") {

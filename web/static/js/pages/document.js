@@ -53,7 +53,7 @@ function chunkTable(chunks, onPick) {
     h(
       "table",
       { id: "chunks-table" },
-      h("caption", {}, `${chunks.length} chunks`),
+      h("caption", {}, chunks.length === 1 ? "1 chunk" : `${chunks.length} chunks`),
       h("thead", {}, h("tr", {}, ["#", "Span", "Page", "Tokens", "Section"].map((t) => h("th", { scope: "col" }, t)))),
       h(
         "tbody",

@@ -46,7 +46,7 @@ export async function render(root, ctx) {
                     h("th", { scope: "row" }, h("a", { href: `#/jobs/${j.id}` }, h("code", {}, j.id.slice(0, 8)))),
                     h("td", {}, names[j.collection_id] ?? j.collection_id.slice(0, 8)),
                     h("td", {}, badge(j.status)),
-                    h("td", {}, h("progress", { max: 1, value: j.progress, "aria-label": `progress of job ${j.id.slice(0, 8)}` }), ` ${Math.round(j.progress * 100)}%`),
+                    h("td", { class: "nowrap" }, h("progress", { max: 1, value: j.progress, "aria-label": `progress of job ${j.id.slice(0, 8)}` }), ` ${Math.round(j.progress * 100)}%`),
                     h("td", { class: "num" }, `${j.documents_done} / ${j.documents_total}`),
                     h("td", { class: "num" }, j.documents_failed ? h("a", { href: `#/jobs/${j.id}` }, j.documents_failed) : 0),
                     h("td", { class: "num" }, j.chunks_embedded),
