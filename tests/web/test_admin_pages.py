@@ -78,7 +78,8 @@ def test_jobs_list_links_to_live_job(page, ui_url, corpus):
 @pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["wide", "narrow"])
 def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, viewport):
     page.set_viewport_size(viewport)
-    for name in PAGES:
+    handbook = corpus["documents"]["handbook.md"]["id"]
+    for name in [*PAGES, f"document/{handbook}"]:
         page.goto(f"{ui_url}/ui/#/{name}")
         expect(page.locator("main h1")).to_be_visible()
         expect(page.locator(".loading")).to_have_count(0)
@@ -86,7 +87,7 @@ def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, view
         assert overflow <= 1, f"{name} overflows sideways by {overflow}px at {viewport['width']}px"
         if name in ("agents", "evals"):
             expect(page.get_by_role("heading", name="Not available yet")).to_be_visible()
-        shot(page, f"page-{name}-{viewport['width']}")
+        shot(page, f"page-{name.split('/')[0]}-{viewport['width']}")
     if viewport is NARROW:  # the navigation folds behind the menu button, which opens it
         expect(page.locator("#nav")).to_be_hidden()
         page.get_by_role("button", name="Menu").click()

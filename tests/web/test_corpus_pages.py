@@ -29,6 +29,18 @@ def test_create_collection_upload_three_files_and_watch_two_indexed_one_failed(p
     row.get_by_role("link", name="Upload", exact=True).click()
     expect(page.get_by_role("heading", name="Upload")).to_be_visible()
     expect(page.get_by_label("Collection")).to_have_value(re.compile(".+"))
+    # Dropping files adds them to the list (a synthetic drop carries files, not folder entries).
+    page.evaluate(
+        """() => {
+            const data = new DataTransfer();
+            data.items.add(new File(["dropped"], "dropped.txt", {type: "text/plain"}));
+            document.querySelector("#dropzone").dispatchEvent(new DragEvent("drop", {dataTransfer: data}));
+        }"""
+    )
+    expect(page.locator(".file-list li")).to_have_count(1)
+    expect(page.locator(".file-list")).to_contain_text("dropped.txt")
+    page.get_by_role("button", name="Clear").click()
+    expect(page.locator(".file-list li")).to_have_count(0)
     page.set_input_files(
         "#files",
         [
