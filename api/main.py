@@ -71,7 +71,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         finally:
             request_id_var.reset(token)
         response.headers["x-request-id"] = rid
-        if state is not None:
+        if state is not None and not request.url.path.startswith("/ui"):  # API requests, not UI files
             platform_metrics(state).requests_total += 1
         log.info(
             "request",

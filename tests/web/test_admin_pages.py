@@ -83,6 +83,8 @@ def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, view
         page.goto(f"{ui_url}/ui/#/{name}")
         expect(page.locator("main h1")).to_be_visible()
         expect(page.locator(".loading")).to_have_count(0)
+        if name == "metrics":
+            expect(page.locator("#chart-requests canvas")).to_have_count(1)
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 1, f"{name} overflows sideways by {overflow}px at {viewport['width']}px"
         if name in ("agents", "evals"):

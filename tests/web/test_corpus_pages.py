@@ -2,6 +2,7 @@
 
 import re
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -105,3 +106,27 @@ def test_document_view_draws_chunk_boundaries_with_span_page_and_tokens(page, ui
     chunks.nth(2).get_by_role("link").click()
     expect(page.locator(".seg.focus").first).to_be_visible()
     shot(page, "document-view")
+
+
+def test_edit_a_collection_then_delete_it_after_confirming(page, ui_url, corpus):
+    created = httpx.post(f"{ui_url}/v1/collections", json={"name": "ui-scratch"}, timeout=120)
+    assert created.status_code == 201, created.text
+    page.goto(f"{ui_url}/ui/#/collections")
+    row = page.locator("#collections-table tr[data-name='ui-scratch']")
+    row.get_by_role("button", name="Edit").click()
+    dialog = page.get_by_role("dialog", name="Edit “ui-scratch”")
+    dialog.get_by_label("Description").fill("renamed purpose")
+    dialog.get_by_label("Chunk size (tokens)").fill("96")
+    shot(page, "collection-edit")
+    dialog.get_by_role("button", name="Save").click()
+    expect(row).to_contain_text("renamed purpose")
+    expect(row).to_contain_text("fixed, 96 tokens")
+
+    row.get_by_role("button", name="Delete").click()
+    page.get_by_role("button", name="Cancel").click()  # cancelling keeps it
+    expect(row).to_be_visible()
+    row.get_by_role("button", name="Delete").click()
+    shot(page, "collection-delete-confirm")
+    page.get_by_role("button", name="Delete collection").click()
+    expect(row).to_have_count(0)
+    assert httpx.get(f"{ui_url}/v1/collections/ui-scratch").status_code == 404
