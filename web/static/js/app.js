@@ -27,7 +27,7 @@ function parseHash() {
   return { page: page || "collections", args, query: new URLSearchParams(search) };
 }
 
-async function route() {
+async function route(event) {
   for (const fn of cleanups.splice(0)) fn();
   const { page, args, query } = parseHash();
   const nav = page === "document" ? "documents" : page;
@@ -47,7 +47,10 @@ async function route() {
     const { render } = await import(module);
     const content = h("div", { class: `page page-${page}` });
     await render(content, ctx);
-    if (parseHash().page === page) clear(view, content);
+    if (parseHash().page !== page) return;
+    clear(view, content);
+    // Keyboard and screen-reader users land on the new page's content, not back in the menu.
+    if (event?.type === "hashchange") view.focus({ preventScroll: true });
     document.title = `${content.querySelector("h1")?.textContent ?? "Groundwork"} · Groundwork`;
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) {
