@@ -106,7 +106,9 @@ def create_collection(
         raise ApiError(422, "invalid_collection", str(exc)) from None
     except IntegrityError:
         raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists") from None
-    return _out(session, collection)
+    out = _out(session, collection)
+    session.commit()  # NOTE: before the response: the dependency's own commit runs after it is sent
+    return out
 
 
 @router.get("", response_model=list[CollectionOut])
@@ -140,8 +142,9 @@ def update_collection(collection: str, body: CollectionUpdate, session: SessionD
         row.description = body.description
     if body.chunking is not None:
         row.chunking = body.chunking.model_dump()
-    session.flush()
-    return _out(session, row)
+    out = _out(session, row)
+    session.commit()  # before the response, as in create_collection
+    return out
 
 
 @router.delete("/{collection}", status_code=204)

@@ -33,6 +33,15 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(os.environ.get("GROUNDWORK_TEST_ARTIFACTS", ROOT / "tmp" / "artifacts")) / "web"
 WIDE = {"width": 1280, "height": 900}
+SKIP_NO_PLAYWRIGHT = "browser tests need the `playwright` package (pip install -e '.[dev]')"
+
+try:
+    from playwright.sync_api import expect
+
+    # Assertions retry up to this long: the machine running the suite may be busy.
+    expect.set_options(timeout=15_000)
+except ImportError:  # the test modules skip, saying why
+    pass
 NARROW = {"width": 390, "height": 844}
 
 # A longer document, so that the document view has several chunks with overlaps to draw.
@@ -55,10 +64,8 @@ HANDBOOK = "\n\n".join(
 
 @pytest.fixture(scope="session")
 def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("browser tests need the `playwright` package (pip install -e '.[dev]')")
+    from playwright.sync_api import sync_playwright
+
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
         pytest.skip(
             f"no browser: Chromium is not at {CHROMIUM}; "

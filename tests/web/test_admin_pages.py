@@ -4,10 +4,10 @@ import re
 
 import httpx
 import pytest
-from playwright.sync_api import expect
 
-from tests.web.conftest import NARROW, WIDE, shot
+from tests.web.conftest import NARROW, SKIP_NO_PLAYWRIGHT, WIDE, shot
 
+expect = pytest.importorskip("playwright.sync_api", reason=SKIP_NO_PLAYWRIGHT).expect
 pytestmark = [pytest.mark.integration]
 
 PAGES = ["collections", "upload", "documents", "search", "ask", "jobs", "metrics", "keys", "agents", "evals"]

@@ -4,11 +4,11 @@ import re
 
 import httpx
 import pytest
-from playwright.sync_api import expect
 
 from tests.ingestion.samples import CORRUPT_PDF
-from tests.web.conftest import shot
+from tests.web.conftest import SKIP_NO_PLAYWRIGHT, shot
 
+expect = pytest.importorskip("playwright.sync_api", reason=SKIP_NO_PLAYWRIGHT).expect
 pytestmark = [pytest.mark.integration]
 
 

@@ -3,11 +3,11 @@
 import re
 
 import pytest
-from playwright.sync_api import expect
 
 from tests.api.qa_corpus import QUESTION
-from tests.web.conftest import shot
+from tests.web.conftest import SKIP_NO_PLAYWRIGHT, shot
 
+expect = pytest.importorskip("playwright.sync_api", reason=SKIP_NO_PLAYWRIGHT).expect
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
