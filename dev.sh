@@ -27,6 +27,16 @@ install() {
   echo "$want" >"$STAMP"
 }
 
+# The browser tests (tests/web) drive Debian's Chromium; as root, install it when it is missing.
+# Without it they skip, saying why.
+browser() {
+  if [[ ! -x /usr/bin/chromium && $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing chromium for the browser tests (apt-get)..." >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+      || echo "could not install chromium: the browser tests will skip" >&2
+  fi
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -36,6 +46,7 @@ case $cmd in
     ;;
   test)
     install
+    browser
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   install)

@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
-from api import metrics
+import web
+from api import metrics, metrics_history
 from api.errors import install_error_handlers
+from api.metrics import platform_metrics
 from api.routers import (
     agents,
     ask,
@@ -23,7 +25,9 @@ from api.routers import (
     health,
     jobs,
     keys,
+    models,
     search,
+    tenant,
 )
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
@@ -61,6 +65,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         nonlocal state
         state = state or build_state(settings)
         app.state.groundwork = state
+        state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         try:
             yield
@@ -84,6 +89,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
             request_id_var.reset(token)
         response.headers["x-request-id"] = rid
         response.headers.update(getattr(request.state, "rate_limit_headers", None) or {})
+        if state is not None and not request.url.path.startswith("/ui"):  # API requests, not UI files
+            platform_metrics(state).requests_total += 1
         log.info(
             "request",
             extra={
@@ -106,9 +113,13 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         ask.router,
         chat.router,
         keys.router,
+        tenant.router,
         agents.router,
         eval_data.router,
         evals.router,
+        models.router,
+        metrics_history.router,
     ):
         app.include_router(router)
+    web.mount(app)
     return app

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections import deque
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from prometheus_client import (
@@ -23,6 +26,9 @@ class PlatformMetrics:
     def __init__(self) -> None:
         self.prompt_total = 0
         self.cached_total = 0
+        self.requests_total = 0  # HTTP requests served, for the UI's request-rate plot
+        # (monotonic time, timings in ms, completion tokens) of recent answers, for windowed percentiles.
+        self.recent_answers: deque[tuple[float, dict, int]] = deque(maxlen=2000)
         self.registry = CollectorRegistry()
         self.asks = Counter("groundwork_ask_requests", "Answered /v1/ask requests", registry=self.registry)
         self.prompt_tokens = Counter(
@@ -47,8 +53,15 @@ class PlatformMetrics:
         )
 
 
+def platform_metrics(state: AppState) -> PlatformMetrics:
+    # NOTE: not setdefault(): building a PlatformMetrics registers a fresh set of collectors.
+    if "metrics" not in state.extras:
+        state.extras["metrics"] = PlatformMetrics()
+    return state.extras["metrics"]
+
+
 def record_ask(state: AppState, usage: dict, timings: dict) -> None:
-    metrics: PlatformMetrics = state.extras.setdefault("metrics", PlatformMetrics())
+    metrics = platform_metrics(state)
     metrics.asks.inc()
     prompt = usage.get("prompt_tokens", 0)
     cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
@@ -57,6 +70,7 @@ def record_ask(state: AppState, usage: dict, timings: dict) -> None:
     metrics.prompt_total += prompt
     metrics.cached_total += cached
     metrics.hit_rate.set(metrics.cached_total / metrics.prompt_total if metrics.prompt_total else 0.0)
+    metrics.recent_answers.append((time.monotonic(), dict(timings), usage.get("completion_tokens", 0)))
     for stage in ("retrieval_ms", "rerank_ms", "ttft_ms", "total_ms"):
         if stage in timings:
             metrics.latency.labels(stage.removesuffix("_ms")).observe(timings[stage] / 1000)
@@ -72,5 +86,5 @@ def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep
 def metrics(request: Request) -> Response:
     """Prometheus metrics of the platform API (an admin key when auth is required)."""
     state: AppState = request.app.state.groundwork
-    registry = state.extras.setdefault("metrics", PlatformMetrics()).registry
+    registry = platform_metrics(state).registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

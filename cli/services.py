@@ -98,6 +98,7 @@ def up() -> None:
     worker_proc = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], env=env)
     url = f"http://{settings.api_host}:{settings.api_port}"
     typer.secho(f"Groundwork is starting at {url}  (readiness: {url}/readyz, docs: {url}/docs)", fg="green")
+    typer.secho(f"Admin UI: {url}/ui/", fg="green")
     threading.Thread(target=_seed_demo_quietly, args=(url,), daemon=True).start()
     try:
         serve_api(settings, database, preload_engine=True)

@@ -217,18 +217,15 @@ def lock_for_store(session: Session, claim: Claim) -> tuple[Document, Collection
     return doc, collection
 
 
-def requeue_documents(session: Session, job_id: uuid.UUID) -> list[uuid.UUID]:
-    """Put every document of the job that is not indexed back in the queue; the ids to send."""
-    docs = (
-        session.execute(
-            select(Document)
-            .where(Document.job_id == job_id, Document.status != DocumentStatus.indexed)
-            .order_by(Document.created_at)
-            .with_for_update()
-        )
-        .scalars()
-        .all()
-    )
+def requeue_documents(
+    session: Session, job_id: uuid.UUID, document_ids: list[uuid.UUID] | None = None
+) -> list[uuid.UUID]:
+    """Put every document of the job that is not indexed (or only those of `document_ids`) back in
+    the queue; the ids to send."""
+    query = select(Document).where(Document.job_id == job_id, Document.status != DocumentStatus.indexed)
+    if document_ids is not None:
+        query = query.where(Document.id.in_(document_ids))
+    docs = session.execute(query.order_by(Document.created_at).with_for_update()).scalars().all()
     job = session.get(IngestionJob, job_id, with_for_update=True, populate_existing=True)
     was_failed = sum(1 for d in docs if d.status == DocumentStatus.failed)
     for doc in docs:

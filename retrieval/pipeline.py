@@ -162,6 +162,13 @@ class SearchPipeline:
             name: [{"chunk_id": str(h.chunk_id), "score": h.scores[name.split("#")[0]]} for h in hits]
             for name, hits in rankings.items()
         }
+        # Each stage's head side by side: the fused order before reranking, the reranked one after.
+        info["fused"] = [{"chunk_id": str(h.chunk_id), "score": h.score} for h in fused[: cfg.top_k]]
+        if reranker is not None:
+            info["reranked"] = [{"chunk_id": str(r.chunk_id), "score": r.score} for r in results]
+        heads = {h["chunk_id"] for r in [*info["rankings"].values(), info["fused"]] for h in r[: cfg.top_k]}
+        labels = _hydrate(session, collection.id, [uuid.UUID(c) for c in heads])
+        info["chunks"] = {str(cid): _label(row) for cid, row in labels.items()}
         info |= {"config": cfg.model_dump(), "timings_ms": timings}
         return SearchResult(results, info)
 
@@ -175,6 +182,18 @@ def _hydrate(session: Session, collection_id: uuid.UUID, ids: list[uuid.UUID]) -
         return {}
     rows = session.execute(text(_HYDRATE_SQL), {"ids": [str(i) for i in ids], "cid": collection_id}).all()
     return {row.id: row for row in rows}
+
+
+def _label(row: Any) -> dict[str, Any]:
+    """What a ranking needs to show a chunk: where it comes from and how it begins."""
+    return {
+        "document_id": str(row.document_id),
+        "source_id": row.source_id,
+        "page": row.page,
+        "char_start": row.char_start,
+        "char_end": row.char_end,
+        "snippet": row.text[:160],
+    }
 
 
 def _result(row: Any, hit: Hit) -> ResultChunk:

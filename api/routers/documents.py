@@ -16,9 +16,9 @@ from api.errors import ApiError
 from api.quotas import check_upload_quota
 from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
-from core.models import Chunk, Document, DocumentStatus
+from core.models import Chunk, Document, DocumentStatus, Job
 from ingestion.blobs import BlobStore
-from ingestion.state import release_from_job
+from ingestion.state import release_from_job, requeue_documents
 from ingestion.uploads import Upload, create_batch, send_job
 
 router = APIRouter(prefix="/v1", tags=["documents"])
@@ -80,6 +80,24 @@ class ChunkOut(BaseModel):
 class ChunkPage(BaseModel):
     total: int
     items: list[ChunkOut]
+
+
+class ChunkSpan(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    ordinal: int
+    char_start: int
+    char_end: int
+    page: int | None
+    token_count: int
+    heading_path: list
+
+
+class DocumentText(BaseModel):
+    text: str = Field(description="The parsed text as far as its chunks cover it.")
+    uncovered_chars: int = Field(description="Characters between chunks, shown as spaces.")
+    chunks: list[ChunkSpan]
 
 
 def get_document(session: Session, tenant: uuid.UUID, document_id: uuid.UUID) -> Document:
@@ -195,3 +213,43 @@ def list_chunks(
         select(Chunk).where(Chunk.document_id == doc.id).order_by(Chunk.ordinal).limit(limit).offset(offset)
     ).scalars()
     return ChunkPage(total=total, items=[ChunkOut.model_validate(c) for c in chunks])
+
+
+@router.get("/documents/{document_id}/text", response_model=DocumentText)
+def read_document_text(document_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
+    """The parsed text with every chunk's span, page and token count.
+
+    NOTE: the parsed text is not stored; it is put back together from the chunks, which works
+    because each chunk's text is exactly parsed_text[char_start:char_end] (overlaps agree)."""
+    doc = get_document(session, tenant, document_id)
+    chunks = session.execute(
+        select(Chunk).where(Chunk.document_id == doc.id).order_by(Chunk.char_start)
+    ).scalars()
+    parts: list[str] = []
+    spans, end, uncovered = [], 0, 0
+    for chunk in chunks:
+        if chunk.char_start > end:
+            parts.append(" " * (chunk.char_start - end))
+            uncovered += chunk.char_start - end
+        if chunk.char_end > end:
+            parts.append(chunk.text[max(0, end - chunk.char_start) :])
+            end = chunk.char_end
+        spans.append(ChunkSpan.model_validate(chunk))
+    spans.sort(key=lambda c: c.ordinal)
+    return DocumentText(text="".join(parts), uncovered_chars=uncovered, chunks=spans)
+
+
+@router.post("/documents/{document_id}/requeue", status_code=202, response_model=DocumentOut)
+def requeue_document(document_id: uuid.UUID, session: SessionDep, state: StateDep, tenant: CurrentTenant):
+    """Ingest a failed document again from its stored upload (its job reopens)."""
+    doc = get_document(session, tenant, document_id)
+    if doc.status != DocumentStatus.failed or doc.job_id is None:
+        raise ApiError(409, "not_failed", f"only failed documents can be re-queued; this one is {doc.status}")
+    if not doc.blob_key:
+        raise ApiError(409, "upload_missing", "the uploaded bytes are gone; upload the file again")
+    ids = requeue_documents(session, doc.job_id, [doc.id])
+    session.get(Job, doc.job_id).enqueued_at = None  # the outbox: the reaper sends it if this send fails
+    session.commit()
+    send_job(state.celery, state.sessions, state.settings, doc.job_id, ids)
+    session.refresh(doc)
+    return DocumentOut.model_validate(doc)

@@ -1,0 +1,63 @@
+"""Search and ask playgrounds in the browser, on the packaged embedding model and LLM."""
+
+import re
+
+import pytest
+
+from tests.api.qa_corpus import QUESTION
+from tests.web.conftest import SKIP_NO_PLAYWRIGHT, shot
+
+expect = pytest.importorskip("playwright.sync_api", reason=SKIP_NO_PLAYWRIGHT).expect
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_search_shows_bm25_dense_fused_and_reranked_rankings_with_latencies(page, ui_url, corpus):
+    page.goto(f"{ui_url}/ui/#/search?collection={corpus['collection']['id']}")
+    page.get_by_label("Query").fill("humidity sensor membrane")
+    page.get_by_label("Mode").select_option("hybrid")
+    page.get_by_label("k (results)").fill("3")
+    page.get_by_label("Rerank").select_option("llm")
+    page.get_by_role("button", name="Search").click()
+    rankings = page.locator("#rankings")
+    for stage in ("bm25", "dense", "fused", "reranked"):
+        column = rankings.locator(f"[data-stage='{stage}'] li")
+        expect(column.first).to_be_visible(timeout=120_000)
+        assert column.count() == 3, stage
+    # BM25 puts the chunk with all three words first.
+    expect(rankings.locator("[data-stage='bm25'] li").first).to_contain_text("handbook.md")
+    expect(rankings.locator("[data-stage='bm25'] li").first.locator(".snippet")).to_contain_text("membrane")
+    timings = page.get_by_label("Latency per stage")
+    for stage in ("bm25", "embed", "dense", "rerank", "total"):
+        expect(timings).to_contain_text(stage)
+    expect(timings).to_contain_text(re.compile(r"\d+\.\d ms"))
+    shot(page, "search-rankings")
+    # Each hit opens its span in the document.
+    rankings.locator("[data-stage='fused'] li a").first.click()
+    expect(page.locator("mark.cited").first).to_be_visible()
+
+
+def test_ask_streams_an_answer_and_a_citation_opens_the_cited_span(page, ui_url, corpus):
+    page.goto(f"{ui_url}/ui/#/ask?collection={corpus['collection']['id']}")
+    page.get_by_label("Question").fill(QUESTION)
+    page.get_by_role("button", name="Ask").click()
+    turn = page.locator(".turn").last
+    expect(turn.locator(".citation-link").first).to_be_visible(timeout=180_000)
+    expect(turn.locator(".answer")).to_contain_text("12 March 2026")
+    expect(page.locator(".toolbar")).to_contain_text("Conversation ")
+    # A follow-up continues the same conversation.
+    page.get_by_label("Question").fill("Which sensor does it add?")
+    page.get_by_role("button", name="Ask").click()
+    expect(page.locator(".turn")).to_have_count(2)
+    expect(page.locator(".turn").last.locator(".timings-line")).to_be_visible(timeout=180_000)
+    shot(page, "ask-conversation")
+
+    link = turn.locator("a.cite").first
+    expect(link).to_have_text("[1]")
+    link.click()
+    expect(page).to_have_url(re.compile(r"#/document/.+start=\d+&end=\d+"))
+    expect(page.get_by_role("heading", name="zephyr-release.txt")).to_be_visible()
+    cited = page.locator("mark.cited")
+    expect(cited.first).to_be_visible()
+    expect(cited.first).to_be_in_viewport()
+    assert "12 March 2026" in " ".join(cited.all_text_contents())
+    shot(page, "ask-citation-opened")

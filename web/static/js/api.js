@@ -1,0 +1,69 @@
+// The platform's REST API as the UI uses it: the same endpoints, auth and JSON errors as any client.
+
+const KEY = "groundwork.apiKey";
+
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export const auth = {
+  get: () => sessionStorage.getItem(KEY),
+  set: (key) => sessionStorage.setItem(KEY, key),
+  clear: () => sessionStorage.removeItem(KEY),
+};
+
+function headers(extra = {}) {
+  const key = auth.get();
+  return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
+}
+
+async function fail(response) {
+  const body = await response.json().catch(() => null);
+  const error = body?.error ?? {};
+  const err = new ApiError(response.status, error.code ?? "error", error.message ?? response.statusText, error.details);
+  if (response.status === 401) window.dispatchEvent(new CustomEvent("gw:unauthorized", { detail: err }));
+  throw err;
+}
+
+/** JSON in, JSON out; `form` sends multipart (uploads). Throws ApiError with the server's message. */
+export async function api(path, { method = "GET", json, form, signal } = {}) {
+  const init = { method, signal, headers: headers(json ? { "Content-Type": "application/json" } : {}) };
+  if (json !== undefined) init.body = JSON.stringify(json);
+  if (form !== undefined) init.body = form;
+  const response = await fetch(path, init);
+  if (!response.ok) await fail(response);
+  return response.status === 204 ? null : response.json();
+}
+
+/** POST `json` and call onEvent(event) for each server-sent event's data, until the stream ends. */
+export async function stream(path, json, onEvent, signal) {
+  const response = await fetch(path, {
+    method: "POST",
+    signal,
+    headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+    body: JSON.stringify(json),
+  });
+  if (!response.ok) await fail(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+      if (data) onEvent(JSON.parse(data));
+    }
+  }
+}
+
+/** The tenant's collections, by name. */
+export const listCollections = () => api("/v1/collections");

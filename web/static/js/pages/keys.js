@@ -1,0 +1,111 @@
+// API keys of the current tenant: create (the key is shown once), list, revoke.
+
+import { api } from "../api.js";
+import { clear, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+
+export async function render(root) {
+  const tenant = await api("/v1/tenant");
+  const list = h("section", { "aria-label": "API keys" });
+  const created = h("div", { "aria-live": "polite" });
+
+  async function load() {
+    const keys = await api("/v1/admin/keys");
+    clear(
+      list,
+      keys.length
+        ? h(
+            "div",
+            { class: "table-wrap" },
+            h(
+              "table",
+              { id: "keys-table" },
+              h("thead", {}, h("tr", {}, ["Name", "Prefix", "Scopes", "Created", "Expires", "Last used", "State", ""].map((t) => h("th", { scope: "col" }, t)))),
+              h(
+                "tbody",
+                {},
+                keys.map((k) =>
+                  h(
+                    "tr",
+                    { dataset: { prefix: k.prefix, state: k.revoked_at ? "revoked" : "live" } },
+                    h("th", { scope: "row" }, k.name),
+                    h("td", {}, h("code", {}, `${k.prefix}…`)),
+                    h("td", {}, k.scopes.join(", ")),
+                    h("td", {}, fmt.time(k.created_at)),
+                    h("td", {}, k.expires_at ? fmt.time(k.expires_at) : "never"),
+                    h("td", {}, fmt.time(k.last_used_at)),
+                    h("td", {}, k.revoked_at ? h("span", { class: "badge badge-failed" }, `revoked ${fmt.time(k.revoked_at)}`) : h("span", { class: "badge badge-indexed" }, "live")),
+                    h(
+                      "td",
+                      { class: "row-actions" },
+                      k.revoked_at
+                        ? null
+                        : h(
+                            "button",
+                            {
+                              type: "button",
+                              class: "link danger",
+                              onclick: async () => {
+                                if (!(await confirmDialog(`Revoke “${k.name}”?`, "Requests with this key are refused from now on. This cannot be undone.", "Revoke key"))) return;
+                                await api(`/v1/admin/keys/${encodeURIComponent(k.prefix)}`, { method: "DELETE" });
+                                load();
+                              },
+                            },
+                            "Revoke",
+                          ),
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "empty" }, "No keys yet."),
+    );
+  }
+
+  const name = h("input", { id: "key-name", name: "name", required: true, maxlength: 200, placeholder: "e.g. ci-pipeline" });
+  const scopes = ["read", "write", "admin"].map((scope) =>
+    h("input", { type: "checkbox", id: `key-scope-${scope}`, name: "scopes", value: scope, checked: scope !== "admin" }),
+  );
+  const form = h(
+    "form",
+    { class: "card" },
+    h("h2", {}, "New key"),
+    h("div", { class: "field inline" }, h("label", { for: "key-name" }, "Name"), name, h("button", { type: "submit", class: "primary" }, "Create key")),
+    h(
+      "fieldset",
+      { class: "field inline" },
+      h("legend", {}, "Scopes"),
+      scopes.map((box) => h("label", { for: box.id }, box, ` ${box.value}`)),
+    ),
+    created,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const chosen = scopes.filter((box) => box.checked).map((box) => box.value);
+      const key = await api("/v1/admin/keys", { method: "POST", json: { name: name.value.trim(), scopes: chosen } });
+      name.value = "";
+      const value = h("input", { id: "new-key", readonly: true, value: key.key, class: "secret", "aria-label": "The new key" });
+      clear(
+        created,
+        h(
+          "div",
+          { class: "notice notice-ok", role: "status" },
+          h("p", {}, h("strong", {}, `Key “${key.name}” created. Copy it now: it is not shown again.`)),
+          h("div", { class: "field inline" }, value, h("button", { type: "button", class: "secondary", onclick: () => (value.select(), navigator.clipboard?.writeText(key.key)) }, "Copy")),
+        ),
+      );
+      value.select();
+      await load();
+    } catch (err) {
+      clear(created, notice("error", errorText(err)));
+    }
+  });
+  await load();
+  root.append(
+    pageHeader("API keys"),
+    h("p", { class: "muted" }, `Keys of tenant “${tenant.name}”. A key acts as its tenant on every endpoint; operators create keys for other tenants with `, h("code", {}, "groundwork keys create NAME --tenant T"), "."),
+    form,
+    list,
+  );
+}
