@@ -17,7 +17,9 @@ def test_mixed_folder_ingests_with_provenance_and_reasons(client, celery_worker)
     collection = create_collection(client, "mixed", chunking={"strategy": "fixed", "chunk_size": 64})
     assert collection["embedding_dim"] == 384 and collection["index_dim"] == 128
     body = upload(client, "mixed", mixed_folder())
-    assert {d["status"] for d in body["documents"]} == {"queued"}
+    outcomes = {d["filename"]: d for d in body["documents"]}
+    assert outcomes.pop("empty.txt")["reason"] == "empty_file: empty file"  # refused at upload
+    assert {d["status"] for d in outcomes.values()} == {"queued"}
     job = wait_job(client, body["job_id"])
     assert job["status"] == "succeeded"
     assert (job["documents_total"], job["documents_done"], job["documents_failed"]) == (8, 5, 3)
