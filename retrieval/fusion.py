@@ -5,7 +5,11 @@
   score(d) = alpha * norm(dense(d)) + (1 - alpha) * norm(bm25(d)). Normalisation `minmax` maps each
   ranking's observed [min, max] to [0, 1]; `tm2c2` uses the retriever's theoretical minimum (0 for
   BM25, -1 for cosine) and the observed maximum, so it does not depend on how deep the list is.
-  A document a retriever did not return counts as that retriever's lower bound (normalised 0).
+  A document a retriever did not return is scored as that list's lowest score when the list was cut
+  at its requested depth (its real score is at most that), so a shallow list does not sink what it
+  missed to the theoretical minimum; a list shorter than its depth is exhaustive (e.g. BM25 found
+  every chunk with a query term), so what it missed scores the normalisation minimum. Fused scores
+  count from those floors: 0 for a document every list missed, 1 at most.
 """
 
 from __future__ import annotations
@@ -69,17 +73,19 @@ class ConvexFusion:
 
     name = "convex"
 
-    def __init__(self, config: FusionConfig | None = None) -> None:
+    def __init__(self, config: FusionConfig | None = None, depths: dict[str, int] | None = None) -> None:
         self.config = config or FusionConfig(method="convex")
+        self.depths = depths or {}  # retriever -> results asked for; unknown: the list was cut
 
-    def _bounds(self, name: str, hits: list[Hit]) -> tuple[float, float]:
+    def _bounds(self, name: str, hits: list[Hit]) -> tuple[float, float, float]:
+        """(normalisation minimum, maximum, the score of what the list missed)."""
         scores = [h.scores.get(_retriever(name), h.score) for h in hits]
-        top = max(scores)
+        top, lowest = max(scores), min(scores)
+        low = lowest
         if self.config.normalization == "tm2c2" and _retriever(name) in _THEORETICAL_MIN:
-            low = min(_THEORETICAL_MIN[_retriever(name)], min(scores))
-        else:
-            low = min(scores)
-        return low, top
+            low = min(_THEORETICAL_MIN[_retriever(name)], lowest)
+        exhaustive = len(hits) < self.depths.get(_retriever(name), len(hits) + 1)
+        return low, top, low if exhaustive else lowest
 
     def run(self, rankings: dict[str, list[Hit]]) -> list[Hit]:
         alpha = self.config.alpha
@@ -91,17 +97,21 @@ class ConvexFusion:
         def contribution(name: str, _rank: int, hit: Hit) -> float:
             retriever = _retriever(name)
             weight = alpha if retriever == "dense" else 1 - alpha if retriever == "bm25" else 1.0
-            low, top = bounds[name]
+            low, top, floor = bounds[name]
+            if top <= low:
+                return weight / per_retriever[retriever]
             raw = hit.scores.get(retriever, hit.score)
-            norm = (raw - low) / (top - low) if top > low else 1.0
-            return weight / per_retriever[retriever] * norm
+            return weight / per_retriever[retriever] * (raw - floor) / (top - low)
 
         return _merge(rankings, contribution, self.name)
 
 
-def fuse(config: FusionConfig, rankings: dict[str, list[Hit]]) -> list[Hit]:
-    """The configured fusion of several rankings (a single ranking passes through unchanged)."""
+def fuse(
+    config: FusionConfig, rankings: dict[str, list[Hit]], depths: dict[str, int] | None = None
+) -> list[Hit]:
+    """The configured fusion of several rankings (a single ranking passes through unchanged);
+    `depths`: how many results each retriever was asked for (convex: see the module note)."""
     if len(rankings) == 1:
         return next(iter(rankings.values()))
-    fusion = ConvexFusion(config) if config.method == "convex" else RRFFusion(config)
+    fusion = ConvexFusion(config, depths) if config.method == "convex" else RRFFusion(config)
     return fusion.run(rankings)

@@ -143,7 +143,7 @@ class SearchPipeline:
                 key = f"dense#{i}" if multi else "dense"
                 rankings[key] = dense.run(session, collection.id, collection.index_dim, vec, filters=filters)
             timings["dense"] = _ms(t)
-        fused = fuse(cfg.fusion, rankings)
+        fused = fuse(cfg.fusion, rankings, {"bm25": cfg.bm25.candidates, "dense": cfg.dense.candidates})
         reranker, info["rerank"] = self._reranker()
         pool = fused[: max(cfg.top_k, cfg.rerank.candidates)] if reranker else fused[: cfg.top_k]
         rows = _hydrate(session, collection.id, [h.chunk_id for h in pool])

@@ -29,7 +29,13 @@ class BM25Config(BaseModel):
     epsilon: float = Field(
         default=0.25, ge=0, description="Okapi only: the idf floor, as a share of mean idf."
     )
-    candidates: int = Field(default=100, ge=1, le=10_000, description="Results BM25 hands to fusion/rerank.")
+    candidates: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000,
+        description="Results BM25 hands to fusion/rerank (deep: scoring reads every posting of the query "
+        "terms anyway, so 1,000 costs little more than 100).",
+    )
 
     @property
     def k1_value(self) -> float:
@@ -63,7 +69,7 @@ class DenseConfig(BaseModel):
 
 class FusionConfig(BaseModel):
     method: Literal["rrf", "convex"] = Field(
-        default="rrf",
+        default="convex",
         description="rrf: Reciprocal Rank Fusion of ranks; convex: alpha * dense + (1 - alpha) * bm25 over "
         "normalised scores (Bruch et al., 2023).",
     )

@@ -96,11 +96,20 @@ def test_paired_tests_and_compare():
 def test_convex_fusion_by_hand():
     a, b, c = (uuid.UUID(int=i) for i in (1, 2, 3))
     rankings = {"bm25": ranked("bm25", [(a, 8.0), (b, 4.0)]), "dense": ranked("dense", [(b, 0.6), (c, 0.2)])}
-    fused = fuse(FusionConfig(method="convex", alpha=0.75, normalization="tm2c2"), rankings)
+    fused = fuse(
+        FusionConfig(method="convex", alpha=0.75, normalization="tm2c2"), rankings, {"bm25": 2, "dense": 2}
+    )
     scores = {h.chunk_id: h.score for h in fused}
-    assert scores[a] == pytest.approx(0.25 * 1.0)  # not seen by dense: its lower bound, 0
-    assert scores[b] == pytest.approx(0.25 * 0.5 + 0.75 * 1.0)
-    assert scores[c] == pytest.approx(0.75 * (0.2 + 1) / (0.6 + 1))
-    assert [h.chunk_id for h in fused] == [b, c, a] and fused[0].ranks["convex"] == 1
+    # tm2c2: bm25 over [0, 8], dense over [-1, 0.6]; a document a list missed scores its floor
+    # (bm25 4, dense 0.2), and fused scores count from those floors.
+    assert scores[a] == pytest.approx(0.25 * (8 - 4) / 8)
+    assert scores[b] == pytest.approx(0.75 * (0.6 - 0.2) / 1.6)
+    assert scores[c] == pytest.approx(0.0)
+    assert [h.chunk_id for h in fused] == [b, a, c] and fused[0].ranks["convex"] == 1
     minmax = fuse(FusionConfig(method="convex", alpha=0.5, normalization="minmax"), rankings)
-    assert {h.chunk_id: h.score for h in minmax}[b] == pytest.approx(0.5 * 0 + 0.5 * 1)
+    assert [h.chunk_id for h in minmax] == [a, b, c]  # ties broken by id; a: 0.5, b: 0.5, c: 0
+    assert {h.chunk_id: h.score for h in minmax}[b] == pytest.approx(0.5)
+    # lists shorter than asked are exhaustive: what they missed scores the minimum (bm25 0, cosine -1)
+    whole = fuse(FusionConfig(method="convex", alpha=0.75), rankings, {"bm25": 10, "dense": 10})
+    assert {h.chunk_id: h.score for h in whole}[c] == pytest.approx(0.75 * 1.2 / 1.6)
+    assert {h.chunk_id: h.score for h in whole}[a] == pytest.approx(0.25)

@@ -40,7 +40,7 @@ def test_search_returns_chunks_with_provenance_and_stage_scores(client, make_col
     top = data["results"][0]
     assert top["source_id"] == "manual" and top["text"].startswith("Reset the router")
     assert (top["char_start"], top["char_end"]) == (0, len(top["text"]))
-    assert {"bm25", "dense", "rrf"} <= set(top["scores"])
+    assert {"bm25", "dense", "convex"} <= set(top["scores"])
     assert set(data["debug"]["rankings"]) == {"bm25", "dense"} and "timings_ms" in data["debug"]
 
     filtered = client.post(

@@ -112,8 +112,8 @@ def test_results_carry_provenance_and_stage_scores(corpus, session_factory):
     with session_factory() as s:
         top = run(s, corpus, CODE_QUERY, mode="hybrid", top_k=2)[0]
         assert top.text.startswith("Minutes") and top.char_end == len(top.text)
-        assert set(top.scores) == {"bm25", "dense", "rrf"}, top.ranks
-        assert top.ranks["bm25"] == 1 and top.ranks["rrf"] == 1, top.ranks
+        assert set(top.scores) == {"bm25", "dense", "convex"}, top.ranks
+        assert top.ranks["bm25"] == 1 and top.ranks["convex"] == 1, top.ranks
         result = asyncio.run(
             search(s, RetrievalSettings(), corpus, SearchRequest(query=CODE_QUERY, debug=True))
         )
