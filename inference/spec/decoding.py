@@ -68,7 +68,11 @@ class SpeculativeDecoder:
                 self.proposer.forget(seq.request_id)
                 continue
             grammar = grammars.get(seq.request_id) if grammars else None
-            if grammar is not None:  # a guess the grammar forbids would be rejected: cut there
+            # A deterministic guess the grammar forbids would be rejected (p = 0): cut there, it cannot
+            # be right. NOTE: sampled draft tokens are never cut: verification rejects a forbidden one
+            # and redraws from norm(max(0, p - q)) with the unmasked q it was drawn from; cutting would
+            # draw that position from p instead, which over-weights what q and p both like.
+            if grammar is not None and seq.draft_probs is None:
                 allowed = 0
                 while allowed < len(guesses) and grammar.is_allowed(guesses[allowed]):
                     grammar.accept(guesses[allowed])

@@ -58,6 +58,8 @@ def make_engine() -> Iterator[Callable[..., LLMEngine]]:
 
     def make(path: Path, **overrides) -> LLMEngine:
         overrides.setdefault("device", "cpu")
+        # The plain decoding path, unless a test asks for speculation (the default is prompt lookup).
+        overrides.setdefault("speculative", "off")
         overrides.setdefault("kv_cache_memory_gb", 0.01)
         engine = LLMEngine(EngineConfig(model_path=path, **overrides))
         engines.append(engine)
