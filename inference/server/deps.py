@@ -60,7 +60,8 @@ class ServerContext:
             # NOTE: a client's salt is keyed with the server's secret, so the engine only ever sees an
             # HMAC of it: a client cannot name another salt (a tenant id the platform uses in-process,
             # say) and read that tenant's cached prefixes, while equal salts still share.
-            params.cache_salt = hmac.new(self.cache_salt_key, params.cache_salt.encode(), hashlib.sha256).hexdigest()
+            keyed = hmac.new(self.cache_salt_key, params.cache_salt.encode(), hashlib.sha256)
+            params.cache_salt = keyed.hexdigest()
         return params
 
 

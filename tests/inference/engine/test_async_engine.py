@@ -100,7 +100,7 @@ def test_step_failure_fails_its_requests_only(make_async, monkeypatch):
 
 
 @pytest.mark.unit
-def test_out_of_range_seeds_are_refused_and_any_failure_to_add_fails_that_request_only(make_async, monkeypatch):
+def test_out_of_range_seeds_are_refused_and_a_failure_to_add_fails_that_request_only(make_async, monkeypatch):
     engine = make_async()
     for seed in (2**64, -(2**63) - 1):
         with pytest.raises(InvalidRequestError, match="seed"):
@@ -118,7 +118,8 @@ def test_out_of_range_seeds_are_refused_and_any_failure_to_add_fails_that_reques
         good = asyncio.create_task(collect(engine, "good", [1, 2, 3], GREEDY))
         with pytest.raises(EngineError, match="Overflow"):
             await collect(engine, "bad", [1, 2, 3], GREEDY)
-        return await good, await collect(engine, "after", [1, 2, 3], SamplingParams(max_tokens=4, seed=2**64 - 1))
+        top_seed = SamplingParams(max_tokens=4, seed=2**64 - 1)
+        return await good, await collect(engine, "after", [1, 2, 3], top_seed)
 
     good, after = asyncio.run(main())
     assert good[-1].num_output_tokens == 8 and after[-1].num_output_tokens == 4
