@@ -127,6 +127,7 @@ class EngineConfig:
     # None: `cpu_packed_rows` where the weights are packed (more rows cost much more), else no limit.
     spec_max_tokens: int | None = _default("spec_max_tokens")
     cpu_packed_rows: int = _default("cpu_packed_rows")  # fp32 CPU: packed for 2..this many rows; 0: off
+    gguf_quantized: bool = _default("gguf_quantized")  # GGUF 4/8-bit weights kept so (inference/quant/)
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -197,6 +198,7 @@ class EngineConfig:
             spec_max_batch=settings.spec_max_batch,
             spec_max_tokens=settings.spec_max_tokens,
             cpu_packed_rows=settings.cpu_packed_rows,
+            gguf_quantized=settings.gguf_quantized,
         )
         kwargs.update(overrides)
         return cls(**kwargs)

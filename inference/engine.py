@@ -45,7 +45,7 @@ class LLMEngine:
         if config.cpu_threads is not None:
             torch.set_num_threads(config.cpu_threads)  # process-wide: the engine is the process's main user
         self.model, self.tokenizer = load_model(
-            config.model_path, config.cache_dir, config.device, config.dtype
+            config.model_path, config.cache_dir, config.device, config.dtype, config.gguf_quantized
         )
         packed_bytes = self.model.pack_weights(config.cpu_packed_rows) if config.cpu_packed_rows > 1 else 0
         if packed_bytes:

@@ -55,6 +55,12 @@ class EngineSettings(BaseModel):
         "rows (speculative verification, small decode batches), which then cost about as much as one "
         "row; doubles the weights' memory. 0 turns it off.",
     )
+    gguf_quantized: bool = Field(
+        default=True,
+        description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
+        "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32. False dequantizes "
+        "them to fp32 at load.",
+    )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")
     llm_base_url: str | None = Field(
