@@ -242,6 +242,9 @@ def main(
         # The core serving path: speculation has its own section (--spec), and batch-1 decode here is
         # held against the roofline of one pass per token.
         speculative="off",
+        # The same fp32 weights as HF's (outputs are compared token for token); GGUF weights kept
+        # quantized are measured against llama.cpp (benchmarks/llamacpp.py).
+        gguf_quantized=False,
     )
     concurrent, single = asyncio.run(engine_runs(config, prompts, warmup, new_tokens))
     runs.append(concurrent)
