@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from inference.quant.gguf_blocks import dequantized
-from inference.quant.kernel import QuantWeight, qlinear
+from inference.quant.kernel import QuantWeight, activation_grid, qlinear
 
 # Most rows a quantized weight serves through our kernel (decode batches, verification); more rows go
 # through sgemm. At 8 rows the kernel measured about as fast as fp32 sgemm on the dev box.
@@ -57,9 +57,11 @@ def linear(
     if isinstance(packed, QuantWeight):
         if x.shape[0] <= QUANT_MAX_ROWS:
             return qlinear(x, packed, bias)
-        # NOTE: a long chunk (prefill) is compute-bound: sgemm over the weight dequantized for this call
-        # beats the integer dot products, whose cost grows with every row.
-        return F.linear(x, dequantized(packed), bias)
+        # NOTE: a long chunk (prefill, big decode batches) is compute-bound: sgemm over the weight
+        # dequantized for this call beats the integer dot products. Its activations are rounded to the
+        # kernel's int8 grid first, so a row's result does not depend on its batch's size (beyond
+        # summation order, as with any change of kernel).
+        return F.linear(activation_grid(x), dequantized(packed), bias)
     rows = x.shape[0]
     if packed is None or not 1 < rows <= packed.rows:
         return F.linear(x, weight, bias)

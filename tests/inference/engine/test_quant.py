@@ -9,6 +9,7 @@ import torch
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
+from inference.models.linear import linear
 from inference.quant.gguf_blocks import dequantized, to_quant
 from inference.quant.kernel import load_kernel, qlinear
 
@@ -61,6 +62,9 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype):
     assert (got - expected).abs().max() <= 0.01 * expected.abs().max()
     # Each row's result is independent of the others in the batch, bit for bit.
     assert torch.equal(qlinear(x[2:3], w, bias), got[2:3])
+    # Long chunks take sgemm over the same grids: equal up to summation order.
+    long = torch.cat([x, torch.randn(11, COLS)])
+    torch.testing.assert_close(linear(long, torch.empty(0), bias, w)[:5], got, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.slow
@@ -73,7 +77,8 @@ def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path,
     engine = LLMEngine(EngineConfig(smollm2_path, device="cpu", cache_dir=model_cache, speculative="off"))
     assert isinstance(engine.model.packed_head, QuantWeight)
     assert all(isinstance(w, QuantWeight) for layer in engine.model.layers for w in layer.packed.values())
-    texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"]
+    # 12 prompts: decode batches above 8 rows take the sgemm path, alone each takes the kernel.
+    texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"] * 3
     prompts = [engine.tokenizer.encode(t) for t in texts]
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     together = [tokens for tokens, _, _ in engine.generate(prompts, params)]
