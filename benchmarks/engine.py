@@ -45,6 +45,7 @@ from core.settings import get_settings
 from inference.async_engine import AsyncLLMEngine
 from inference.config import EngineConfig
 from inference.protocol import SamplingParams
+from inference.quant.kernel import cpu_flags
 
 RESULTS = Path(__file__).parent / "results" / "engine.json"
 QUICK_RESULTS = RESULTS.with_suffix(".quick.json")  # so that a smoke run never replaces real figures
@@ -265,6 +266,7 @@ def main(
             "dtype": "float32",
             "torch_threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
+            "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))),
         },
         "runs": summaries,
         "batch1": {
