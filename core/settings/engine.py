@@ -56,10 +56,11 @@ class EngineSettings(BaseModel):
         "row; doubles the weights' memory. 0 turns it off.",
     )
     gguf_quantized: bool = Field(
-        default=True,
+        default=False,
         description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
-        "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32. False dequantizes "
-        "them to fp32 at load.",
+        "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32 (activations are "
+        "rounded to int8 per 32, as llama.cpp does). Off by default until its perplexity is measured: "
+        "SmolLM2's answer to one chat prompt changed with it. False dequantizes them to fp32 at load.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")

@@ -74,7 +74,10 @@ def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path,
     from inference.protocol import SamplingParams
     from inference.quant.kernel import QuantWeight
 
-    engine = LLMEngine(EngineConfig(smollm2_path, device="cpu", cache_dir=model_cache, speculative="off"))
+    config = EngineConfig(
+        smollm2_path, device="cpu", cache_dir=model_cache, speculative="off", gguf_quantized=True
+    )
+    engine = LLMEngine(config)
     assert isinstance(engine.model.packed_head, QuantWeight)
     assert all(isinstance(w, QuantWeight) for layer in engine.model.layers for w in layer.packed.values())
     # 12 prompts: decode batches above 8 rows take the sgemm path, alone each takes the kernel.
