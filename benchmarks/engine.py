@@ -45,6 +45,7 @@ from core.settings import get_settings
 from inference.async_engine import AsyncLLMEngine
 from inference.config import EngineConfig
 from inference.protocol import SamplingParams
+from inference.quant.kernel import cpu_flags
 
 RESULTS = Path(__file__).parent / "results" / "engine.json"
 QUICK_RESULTS = RESULTS.with_suffix(".quick.json")  # so that a smoke run never replaces real figures
@@ -242,6 +243,9 @@ def main(
         # The core serving path: speculation has its own section (--spec), and batch-1 decode here is
         # held against the roofline of one pass per token.
         speculative="off",
+        # The same fp32 weights as HF's (outputs are compared token for token); GGUF weights kept
+        # quantized are measured against llama.cpp (benchmarks/llamacpp.py).
+        gguf_quantized=False,
     )
     concurrent, single = asyncio.run(engine_runs(config, prompts, warmup, new_tokens))
     runs.append(concurrent)
@@ -262,6 +266,7 @@ def main(
             "dtype": "float32",
             "torch_threads": torch.get_num_threads(),
             "machine": platform.processor() or platform.machine(),
+            "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))),
         },
         "runs": summaries,
         "batch1": {

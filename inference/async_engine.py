@@ -148,6 +148,7 @@ class AsyncLLMEngine:
                 outputs = self.engine.step()
             except StepError as e:
                 log.exception("engine step failed; failing its requests %s", e.request_ids)
+                self._deliver(e.outputs)
                 for rid in e.request_ids:
                     self._deliver_error(rid, EngineError(f"internal engine error: {e.__cause__!r}"))
                 continue
@@ -173,8 +174,11 @@ class AsyncLLMEngine:
                 _, rid, prompt, params = command
                 try:
                     self.engine.add_request(rid, prompt, params)
-                except InvalidRequestError as e:
+                except EngineError as e:
                     self._deliver_error(rid, e)
+                except Exception as e:  # a bug in adding this request: it alone fails, the engine goes on
+                    log.exception("adding request %s failed", rid)
+                    self._deliver_error(rid, EngineError(f"internal engine error: {e!r}"))
                 with self._lock:  # NOTE: after the add, so a request is never counted nowhere
                     self._pending_adds -= 1
             elif kind == "abort":

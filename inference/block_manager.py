@@ -10,7 +10,9 @@ Invariants (checked by tests after every run):
 
 from __future__ import annotations
 
+import hashlib
 import math
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -21,19 +23,30 @@ from inference.sequence import Sequence
 class Block:
     block_id: int
     ref_count: int = 0
-    hash: int | None = None  # set once the block is full and registered in the prefix cache
+    hash: bytes | None = None  # set once the block is full and registered in the prefix cache
 
 
-def chain_hash(parent: int | None, tokens: list[int]) -> int:
-    # NOTE: the parent hash chains the whole prefix into each block's key, so equal hashes mean equal
-    # prefixes (up to a 64-bit collision, which we accept, as vLLM does by default).
-    return hash((parent, tuple(tokens)))
+_NO_SALT = hashlib.sha256(b"groundwork prefix cache: no salt").digest()
 
 
-def root_hash(seq: Sequence) -> int | None:
-    """The parent of a sequence's first block: its tenant's cache salt, so tenants never share blocks."""
+def chain_hash(parent: bytes, tokens: list[int]) -> bytes:
+    """sha256 over the parent block's hash and this block's token ids.
+
+    NOTE: the parent hash chains the whole prefix (and the salt, in the root) into each block's key,
+    so equal keys mean equal prefixes. A collision would serve one request another's K/V, so the hash
+    is cryptographic (as vLLM's since 0.10.2), not Python's 64-bit `hash`.
+    """
+    return hashlib.sha256(parent + array("q", tokens).tobytes()).digest()
+
+
+def root_hash(seq: Sequence) -> bytes:
+    """The parent of a sequence's first block: its cache salt's hash, so salts never share blocks.
+
+    NOTE: salts clients send to the OpenAI server are keyed with the server's secret there
+    (`inference/server/deps.py`), so a client that knows a tenant id still cannot name its salt.
+    """
     salt = seq.params.cache_salt
-    return None if salt is None else hash(("cache_salt", salt))
+    return _NO_SALT if salt is None else hashlib.sha256(b"salt\0" + salt.encode()).digest()
 
 
 class BlockManager:
@@ -45,7 +58,7 @@ class BlockManager:
         # NOTE: LRU order: reuse pops from the front, freeing appends at the back, so cached blocks
         # freed long ago are evicted first and recently used prefixes survive.
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
-        self._cached: dict[int, int] = {}  # block hash -> block id
+        self._cached: dict[bytes, int] = {}  # block hash -> block id
 
     @property
     def num_free_blocks(self) -> int:

@@ -94,38 +94,45 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return dtypes[name]
 
 
+def _default(name: str) -> Any:
+    return EngineSettings.model_fields[name].default
+
+
 @dataclass
 class EngineConfig:
     """Everything the engine needs, checked in `__post_init__`."""
 
+    # NOTE: defaults come from the platform's EngineSettings (`_default`): one source, so the library
+    # and the platform never disagree on what an unset option means.
     model_path: Path
-    block_size: int = 16
-    kv_cache_memory_gb: float = 1.0
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 2048
-    prefill_chunk_size: int = 512
-    max_waiting: int = 256
-    max_model_len: int | None = None  # None: the model's own context length
-    device: torch.device = field(default_factory=lambda: resolve_device("auto"))
+    block_size: int = _default("block_size")
+    kv_cache_memory_gb: float = _default("kv_cache_memory_gb")
+    max_num_seqs: int = _default("max_num_seqs")
+    max_num_batched_tokens: int = _default("max_num_batched_tokens")
+    prefill_chunk_size: int = _default("prefill_chunk_size")
+    max_waiting: int = _default("max_waiting")
+    max_model_len: int | None = _default("max_model_len")  # None: the model's own context length
+    device: torch.device = field(default_factory=lambda: resolve_device(_default("device")))
     dtype: torch.dtype | None = None  # None: resolved from the device
     cache_dir: Path | None = None  # where converted GGUF weights are cached; None: no cache
-    enable_prefix_caching: bool = True
-    cpu_threads: int | None = None  # torch intra-op threads; None: leave torch's setting alone
+    enable_prefix_caching: bool = _default("enable_prefix_caching")
+    cpu_threads: int | None = _default("cpu_threads")  # torch intra-op threads; None: torch's setting
     num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
-    speculative: str = "off"  # see SPECULATIVE_METHODS and inference/spec/
-    num_speculative_tokens: int = 7
+    speculative: str = _default("speculative")  # see SPECULATIVE_METHODS and inference/spec/
+    num_speculative_tokens: int = _default("num_speculative_tokens")
     draft_model_path: Path | None = None  # the draft model when speculative == "draft"
-    prompt_lookup_min: int = 2  # shortest n-gram prompt lookup matches (see spec/prompt_lookup.py)
-    prompt_lookup_max: int = 5  # longest, tried first
-    spec_max_batch: int = 4  # no speculation in steps with more running sequences than this
+    prompt_lookup_min: int = _default("prompt_lookup_min")  # see spec/prompt_lookup.py
+    prompt_lookup_max: int = _default("prompt_lookup_max")
+    spec_max_batch: int = _default("spec_max_batch")  # no speculation with more running sequences
     # Most tokens (running sequences + their guesses) a speculating step feeds; guesses are cut to fit.
     # None: `cpu_packed_rows` where the weights are packed (more rows cost much more), else no limit.
-    spec_max_tokens: int | None = None
-    cpu_packed_rows: int = 8  # fp32 CPU: weights packed for 2..this many rows (models/linear.py); 0: off
+    spec_max_tokens: int | None = _default("spec_max_tokens")
+    cpu_packed_rows: int = _default("cpu_packed_rows")  # fp32 CPU: packed for 2..this many rows; 0: off
+    gguf_quantized: bool = _default("gguf_quantized")  # GGUF 4/8-bit weights kept so (inference/quant/)
     # CUDA: decode steps replay CUDA graphs captured per batch size (cuda_graphs.py); True runs every
     # step eagerly. Graphs are always off on CPU and under the torch attention backend.
-    enforce_eager: bool = False
-    attention_backend: str = "auto"  # auto | triton | torch (see attention.py)
+    enforce_eager: bool = _default("enforce_eager")
+    attention_backend: str = _default("attention_backend")  # auto | triton | torch (see attention.py)
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -198,6 +205,7 @@ class EngineConfig:
             spec_max_batch=settings.spec_max_batch,
             spec_max_tokens=settings.spec_max_tokens,
             cpu_packed_rows=settings.cpu_packed_rows,
+            gguf_quantized=settings.gguf_quantized,
             enforce_eager=settings.enforce_eager,
             attention_backend=settings.attention_backend,
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -31,11 +31,13 @@ if TYPE_CHECKING:
 
 
 class StepError(Exception):
-    """A step failed; its sequences were finished (freed) so the engine can go on serving the others."""
+    """A step failed for `request_ids` (finished and freed, so the engine can go on serving the others);
+    `outputs` are the step's outputs of the requests it served."""
 
-    def __init__(self, request_ids: list[str]) -> None:
+    def __init__(self, request_ids: list[str], outputs: list[RequestOutput] | None = None) -> None:
         super().__init__(f"engine step failed for {request_ids}")
         self.request_ids = request_ids
+        self.outputs = outputs or []
 
 
 class LLMEngine:
@@ -44,7 +46,7 @@ class LLMEngine:
         if config.cpu_threads is not None:
             torch.set_num_threads(config.cpu_threads)  # process-wide: the engine is the process's main user
         self.model, self.tokenizer = load_model(
-            config.model_path, config.cache_dir, config.device, config.dtype
+            config.model_path, config.cache_dir, config.device, config.dtype, config.gguf_quantized
         )
         packed_bytes = self.model.pack_weights(config.cpu_packed_rows) if config.cpu_packed_rows > 1 else 0
         if packed_bytes:
@@ -168,13 +170,17 @@ class LLMEngine:
         )
         if self.spec is not None:
             seq.spec_k = self.spec.max_k(seq)
-        if params.seed is not None:
-            seq.generator = torch.Generator(self.config.device).manual_seed(params.seed)
         self._arrivals += 1
-        if params.structured_output is not None:
-            self.grammars().add(request_id, params.structured_output)
+        try:
+            if params.seed is not None:
+                seq.generator = torch.Generator(self.config.device).manual_seed(params.seed)
+            if params.structured_output is not None:
+                self.grammars().add(request_id, params.structured_output)
+            self._detok[request_id] = Detokenizer(self.tokenizer, seq.token_ids, params.stop)
+        except Exception:  # leave no half-added request behind
+            self._forget(request_id)
+            raise
         self._seqs[request_id] = seq
-        self._detok[request_id] = Detokenizer(self.tokenizer, seq.token_ids, params.stop)
         self.scheduler.add(seq)
 
     def abort_request(self, request_id: str) -> RequestOutput | None:
@@ -203,15 +209,23 @@ class LLMEngine:
             return []
         try:
             return self._run(batch)
-        except Exception as e:
-            for seq in batch.seqs:
-                if not seq.is_finished:
-                    seq.finish_reason = "abort"
-                    self.scheduler.finish(seq)
-                self._forget(seq.request_id)
+        except StepError as e:  # some requests failed on their own: only they end
+            self._fail([s for s in batch.seqs if s.request_id in e.request_ids])
+            raise
+        except Exception as e:  # the batch as a whole failed (the forward pass, say)
+            self._fail(batch.seqs)
             raise StepError([s.request_id for s in batch.seqs]) from e
 
+    def _fail(self, seqs: list[Sequence]) -> None:
+        for seq in seqs:
+            if not seq.is_finished:
+                seq.finish_reason = "abort"
+                self.scheduler.finish(seq)
+            self._forget(seq.request_id)
+
     def _run(self, batch: ScheduledBatch) -> list[RequestOutput]:
+        """Run the batch and post-process each request; a request whose sampling or post-processing
+        raises fails alone (StepError with the others' outputs)."""
         logits = self.runner.run(batch)
         for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
             if not seq.spec_token_ids:  # verification decides how many of a speculating one count
@@ -227,22 +241,56 @@ class LLMEngine:
                 plain.append(seq)
                 plain_rows.append(row)
             row += 1 + len(seq.spec_token_ids)
-        outputs = []
+        outputs: list[RequestOutput] = []
+        failed: dict[str, Exception] = {}
         if plain:
             logits_plain = logits[torch.tensor(plain_rows, device=logits.device)] if spec_rows else logits
-            bitmask = self._grammars.bitmask(plain) if self._grammars else None
-            sampled = sample(logits_plain, plain, bitmask)
-            for seq, token, logprob in zip(plain, sampled.token_ids, sampled.logprobs, strict=True):
-                self._append(seq, token)
-                outputs.append(self._output(seq, [token], None if logprob is None else [logprob]))
+            for seq, drawn in zip(plain, self._sample(logits_plain, plain), strict=True):
+                try:
+                    if isinstance(drawn, Exception):
+                        raise drawn
+                    token, logprob = drawn
+                    self._append(seq, token)
+                    outputs.append(self._output(seq, [token], None if logprob is None else [logprob]))
+                except Exception as e:
+                    failed[seq.request_id] = e
         verified = self.spec.verify_all(spec_rows, logits, self._grammars, self._append) if spec_rows else []
-        for (seq, _), (tokens, logprobs) in zip(spec_rows, verified, strict=True):
-            if seq.finish_reason is None:
-                # NOTE: only verified tokens are behind num_computed_tokens now, so only now may their
-                # full blocks enter the prefix cache.
-                self.block_manager.commit_full_blocks(seq)
-            outputs.append(self._output(seq, tokens, None if logprobs[0] is None else logprobs))
+        for (seq, _), result in zip(spec_rows, verified, strict=True):
+            try:
+                if isinstance(result, Exception):
+                    raise result
+                tokens, logprobs = result
+                if seq.finish_reason is None:
+                    # NOTE: only verified tokens are behind num_computed_tokens now, so only now may their
+                    # full blocks enter the prefix cache.
+                    self.block_manager.commit_full_blocks(seq)
+                outputs.append(self._output(seq, tokens, None if logprobs[0] is None else logprobs))
+            except Exception as e:
+                failed[seq.request_id] = e
+        if failed:
+            log.error("requests failed in a step: %s", {rid: repr(e) for rid, e in failed.items()})
+            raise StepError(list(failed), outputs) from next(iter(failed.values()))
         return outputs
+
+    def _sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[tuple[int, Any] | Exception]:
+        """(token, logprob) per sequence, sampled as one batch; if that raises, row by row, so that
+        one request's bad state (its generator, its grammar) fails only that request."""
+        original = logits.clone()  # sample() works in place
+        try:
+            bitmask = self._grammars.bitmask(seqs) if self._grammars else None
+            out = sample(logits, seqs, bitmask)
+            return list(zip(out.token_ids, out.logprobs, strict=True))
+        except Exception:
+            log.warning("batched sampling failed; sampling its %d rows one by one", len(seqs), exc_info=True)
+        results: list[tuple[int, Any] | Exception] = []
+        for i, seq in enumerate(seqs):
+            try:
+                bitmask = self._grammars.bitmask([seq]) if self._grammars else None
+                out = sample(original[i : i + 1].clone(), [seq], bitmask)
+                results.append((out.token_ids[0], out.logprobs[0]))
+            except Exception as e:
+                results.append(e)
+        return results
 
     def _append(self, seq: Sequence, token: int) -> None:
         seq.token_ids.append(token)

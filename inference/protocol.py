@@ -17,6 +17,13 @@ if TYPE_CHECKING:  # the grammar package imports xgrammar; callers of this modul
 FinishReason = Literal["stop", "length", "abort", "tool_calls"]
 
 
+# Temperatures below this sample greedily: dividing logits by a tiny temperature overflows to inf
+# (and NaN after softmax), and the distribution is a point mass at that scale anyway (as vLLM's 1e-5).
+GREEDY_TEMPERATURE = 1e-5
+# torch.Generator.manual_seed's range: the engine thread must never see a seed it rejects.
+SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
 class EngineError(Exception):
     """Base class of errors the engine reports to callers."""
 
@@ -35,7 +42,7 @@ class EngineOverloadedError(EngineError):
 
 @dataclass
 class SamplingParams:
-    """Per-request decoding options; `temperature == 0` means greedy."""
+    """Per-request decoding options; `temperature` below `GREEDY_TEMPERATURE` means greedy."""
 
     max_tokens: int = 256
     temperature: float = 1.0
@@ -73,10 +80,12 @@ class SamplingParams:
             raise InvalidRequestError("logprobs must be in [0, 20]")
         if self.num_speculative_tokens is not None and not 0 <= self.num_speculative_tokens <= 16:
             raise InvalidRequestError("num_speculative_tokens must be in [0, 16]")
+        if self.seed is not None and not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
+            raise InvalidRequestError(f"seed must be an integer in [-2^63, 2^64 - 1], got {self.seed}")
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_TEMPERATURE
 
 
 @dataclass

@@ -167,7 +167,11 @@ def prepare_logits(logits: torch.Tensor, seqs: list[Sequence], bitmask: torch.Te
     ):
         apply_penalties(logits, seqs)
     if not all(s.params.greedy for s in seqs):
-        temperature = torch.tensor([s.params.temperature or 1.0 for s in seqs], device=logits.device)
+        # NOTE: greedy rows (temperature under GREEDY_TEMPERATURE, 1e-30 say) keep their scale: dividing
+        # by such a temperature overflows to +-inf, and the argmax of a row of ties is the first one.
+        temperature = torch.tensor(
+            [1.0 if s.params.greedy else s.params.temperature for s in seqs], device=logits.device
+        )
         logits.div_(temperature[:, None])
         _truncate(logits, seqs)
 

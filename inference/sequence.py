@@ -35,7 +35,7 @@ class Sequence:
     num_computed_tokens: int = 0
     num_cached_tokens: int | None = None  # prompt tokens the prefix cache served at first admission
     block_table: list[int] = field(default_factory=list)
-    block_hashes: list[int] = field(default_factory=list)  # hashes of the full blocks, in order
+    block_hashes: list[bytes] = field(default_factory=list)  # hashes of the full blocks, in order
     generator: torch.Generator | None = None
     finish_reason: FinishReason | None = None
     # Speculative decoding (inference/spec/). NOTE: `spec_token_ids` are proposals for the positions after

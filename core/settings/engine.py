@@ -55,6 +55,13 @@ class EngineSettings(BaseModel):
         "rows (speculative verification, small decode batches), which then cost about as much as one "
         "row; doubles the weights' memory. 0 turns it off.",
     )
+    gguf_quantized: bool = Field(
+        default=False,
+        description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
+        "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32 (activations are "
+        "rounded to int8 per 32, as llama.cpp does). Off by default until its perplexity is measured: "
+        "SmolLM2's answer to one chat prompt changed with it. False dequantizes them to fp32 at load.",
+    )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     enforce_eager: bool = Field(
         default=False, description="CUDA: run decode steps eagerly instead of replaying CUDA graphs."

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,9 +12,12 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from inference.loaders.gguf_file import cached_hf_dir, convert
+from inference.loaders.gguf_file import cached_hf_dir, convert, read_quantized
 from inference.loaders.hf_dir import iter_weights, load_tokenizer, read_model_config
 from inference.models.llama import LlamaForCausalLM
+from inference.quant.kernel import load_kernel
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -31,8 +36,10 @@ def hf_directory(path: Path, cache_dir: Path | None) -> Iterator[Path]:
 
 
 def load_model(
-    path: Path, cache_dir: Path | None, device: torch.device, dtype: torch.dtype
+    path: Path, cache_dir: Path | None, device: torch.device, dtype: torch.dtype, quantized: bool = False
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
+    """The model and its tokenizer; with `quantized`, a GGUF's quantized projections stay 4/8-bit on an
+    fp32 CPU model (inference/quant/), where the kernel builds."""
     with hf_directory(path, cache_dir) as directory:
         cfg = read_model_config(directory)
         tokenizer = load_tokenizer(directory)
@@ -44,6 +51,16 @@ def load_model(
         # target dtype directly (no fp32 copy of the model on the GPU first).
         model = model.to(dtype).to_empty(device=device)
         model.load_weights(iter_weights(directory))
+    fp32_cpu = device.type == "cpu" and dtype == torch.float32
+    if quantized and path.suffix == ".gguf" and fp32_cpu and load_kernel(cache_dir) is not None:
+        weights = read_quantized(path)
+        model.use_quantized(weights)
+        kinds = Counter(f"{w.source}->{w.kind}" for w in weights.values())
+        log.info(
+            "GGUF weights kept quantized (%.0f MB): %s",
+            sum(w.nbytes for w in weights.values()) / 1e6,
+            ", ".join(f"{n} x {k}" for k, n in sorted(kinds.items())),
+        )
     return model.eval(), tokenizer
 
 

@@ -22,6 +22,8 @@ from safetensors.torch import save_file
 from transformers import AutoTokenizer
 
 from inference.config import SUPPORTED_ARCHITECTURES
+from inference.quant.gguf_blocks import cat_rows, take_rows, to_quant
+from inference.quant.kernel import QuantWeight
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,36 @@ def read_weights(reader: GGUFReader, cfg: dict[str, Any]) -> dict[str, torch.Ten
             w = unpermute_rope(w, permute_heads[kind])
         weights[hf_name(t.name)] = torch.from_numpy(np.ascontiguousarray(w))
     return weights
+
+
+def read_quantized(gguf_path: Path) -> dict[str, QuantWeight]:
+    """The GGUF's quantized projections as `LlamaForCausalLM.use_quantized` takes them (fused q/k/v and
+    gate/up; "head" is the output matrix, or the tied embedding); float tensors are left out."""
+    reader = GGUFReader(str(gguf_path))
+    cfg = hf_config(reader)
+    permute_heads = {"attn_q": cfg["num_attention_heads"], "attn_k": cfg["num_key_value_heads"]}
+    parts: dict[str, QuantWeight] = {}
+    for t in reader.tensors:
+        if len(t.shape) != 2:
+            continue
+        cols, rows = (int(x) for x in t.shape)
+        w = to_quant(t.data, t.tensor_type, rows, cols)
+        if w is None:
+            continue
+        kind = t.name.split(".")[-2]
+        if cfg["model_type"] == "llama" and kind in permute_heads:
+            w = take_rows(w, torch.from_numpy(unpermute_rope(np.arange(rows), permute_heads[kind])))
+        parts[t.name.removesuffix(".weight")] = w
+    head = parts.get("output", parts.get("token_embd"))
+    out: dict[str, QuantWeight] = {} if head is None else {"head": head}
+    fused = {"qkv_proj": ("attn_q", "attn_k", "attn_v"), "o_proj": ("attn_output",),
+             "gate_up_proj": ("ffn_gate", "ffn_up"), "down_proj": ("ffn_down",)}  # fmt: skip
+    for i in range(cfg["num_hidden_layers"]):
+        for name, kinds in fused.items():
+            found = [parts.get(f"blk.{i}.{k}") for k in kinds]
+            if all(w is not None for w in found):
+                out[f"layers.{i}.{name}"] = cat_rows(found)
+    return out
 
 
 def convert(gguf_path: Path, out_dir: Path) -> None:

@@ -18,6 +18,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from inference.quant.gguf_blocks import dequantized
+from inference.quant.kernel import QuantWeight, activation_grid, qlinear
+
+# Most rows a quantized weight serves through our kernel (decode batches, verification); more rows go
+# through sgemm. At 8 rows the kernel measured about as fast as fp32 sgemm on the dev box.
+QUANT_MAX_ROWS = 8
+
 
 @dataclass(frozen=True)
 class PackedWeight:
@@ -42,10 +49,19 @@ def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
-    packed: PackedWeight | None = None,
+    packed: PackedWeight | QuantWeight | None = None,
 ) -> torch.Tensor:
     """F.linear, through `packed` for 2 up to `packed.rows` rows (one row is a matrix-vector product,
-    which the plain kernel already does at memory speed)."""
+    which the plain kernel already does at memory speed); a QuantWeight (GGUF weights kept 4/8-bit, see
+    inference/quant/) replaces `weight` for every row count."""
+    if isinstance(packed, QuantWeight):
+        if x.shape[0] <= QUANT_MAX_ROWS:
+            return qlinear(x, packed, bias)
+        # NOTE: a long chunk (prefill, big decode batches) is compute-bound: sgemm over the weight
+        # dequantized for this call beats the integer dot products. Its activations are rounded to the
+        # kernel's int8 grid first, so a row's result does not depend on its batch's size (beyond
+        # summation order, as with any change of kernel).
+        return F.linear(activation_grid(x), dequantized(packed), bias)
     rows = x.shape[0]
     if packed is None or not 1 < rows <= packed.rows:
         return F.linear(x, weight, bias)

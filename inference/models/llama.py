@@ -18,6 +18,7 @@ from inference.attention import AttentionMetadata, paged_attention
 from inference.config import ModelConfig
 from inference.models.linear import PackedWeight, can_pack, linear, pack
 from inference.models.rope import apply_rope
+from inference.quant.kernel import QuantWeight
 
 
 class RMSNorm(nn.Module):
@@ -44,7 +45,8 @@ class DecoderLayer(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.packed: dict[str, PackedWeight] = {}  # projection name -> its packed weight (see linear.py)
+        # projection name -> its weight in a faster layout: MKL-packed, or kept 4/8-bit (see linear.py)
+        self.packed: dict[str, PackedWeight | QuantWeight] = {}
 
     def forward(
         self,
@@ -81,7 +83,7 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = (
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         )
-        self.packed_head: PackedWeight | None = None
+        self.packed_head: PackedWeight | QuantWeight | None = None
 
     def forward(
         self,
@@ -103,10 +105,26 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return linear(hidden, self.head_weight, packed=self.packed_head).float()
 
+    def use_quantized(self, weights: dict[str, QuantWeight]) -> None:
+        """Serve the projections named in `weights` ("layers.3.qkv_proj", "head") from their 4/8-bit
+        form, dropping their fp32 copies (the tied embedding stays: lookups read it)."""
+        empty = torch.empty(0)
+        for name, w in weights.items():
+            if name == "head":
+                self.packed_head = w
+                if self.lm_head is not None:
+                    self.lm_head.weight = nn.Parameter(empty, requires_grad=False)
+                continue
+            _, i, proj = name.split(".")
+            layer = self.layers[int(i)]
+            layer.packed[proj] = w
+            getattr(layer, proj).weight = nn.Parameter(empty, requires_grad=False)
+
     def pack_weights(self, rows: int) -> int:
         """Pack every projection for `rows`-row matmuls (see linear.py); the bytes the packed copies
-        take, 0 where it cannot pack (not fp32 on CPU with MKL), leaving the model as it was."""
-        if not can_pack(self.head_weight):
+        take, 0 where it cannot pack (not fp32 on CPU with MKL, or weights kept quantized), leaving
+        the model as it was."""
+        if not can_pack(self.head_weight) or isinstance(self.packed_head, QuantWeight):
             return 0
         names = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
         for layer in self.layers:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -18,6 +21,8 @@ class ServerContext:
     engine: EngineClient
     model_name: str
     metrics: ServingMetrics
+    # Keys clients' cache salts (see `sampling_params`); random per server unless given.
+    cache_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
     def check_model(self, name: str) -> None:
         if name != self.model_name:
@@ -51,6 +56,12 @@ class ServerContext:
             )
         params = request.sampling_params(max_tokens, logprobs)
         params.validate()
+        if params.cache_salt is not None:
+            # NOTE: a client's salt is keyed with the server's secret, so the engine only ever sees an
+            # HMAC of it: a client cannot name another salt (a tenant id the platform uses in-process,
+            # say) and read that tenant's cached prefixes, while equal salts still share.
+            keyed = hmac.new(self.cache_salt_key, params.cache_salt.encode(), hashlib.sha256)
+            params.cache_salt = keyed.hexdigest()
         return params
 
 

@@ -68,7 +68,11 @@ class SpeculativeDecoder:
                 self.proposer.forget(seq.request_id)
                 continue
             grammar = grammars.get(seq.request_id) if grammars else None
-            if grammar is not None:  # a guess the grammar forbids would be rejected: cut there
+            # A deterministic guess the grammar forbids would be rejected (p = 0): cut there, it cannot
+            # be right. NOTE: sampled draft tokens are never cut: verification rejects a forbidden one
+            # and redraws from norm(max(0, p - q)) with the unmasked q it was drawn from; cutting would
+            # draw that position from p instead, which over-weights what q and p both like.
+            if grammar is not None and seq.draft_probs is None:
                 allowed = 0
                 while allowed < len(guesses) and grammar.is_allowed(guesses[allowed]):
                     grammar.accept(guesses[allowed])
@@ -83,10 +87,11 @@ class SpeculativeDecoder:
         logits: torch.Tensor,
         grammars: EngineGrammars | None,
         append: Callable[[Sequence, int], None],
-    ) -> list[tuple[list[int], list[TokenLogprob | None]]]:
+    ) -> list[tuple[list[int], list[TokenLogprob | None]] | Exception]:
         """`verify` each (sequence, its first logits row). The rows of plain greedy sequences (no
         grammar, penalties or logprobs: their token is the raw argmax) are decided in one batched
-        argmax and one host sync, instead of one per position."""
+        argmax and one host sync, instead of one per position. A sequence whose verification raises
+        gets the exception in its place, so that it fails alone."""
         plain = [_plain_greedy(seq) for seq, _ in items]
         rows = [
             row + i
@@ -95,11 +100,14 @@ class SpeculativeDecoder:
             for i in range(1 + len(seq.spec_token_ids))
         ]
         best = iter(logits[torch.tensor(rows, device=logits.device)].argmax(dim=-1).tolist() if rows else [])
-        results = []
+        results: list[tuple[list[int], list[TokenLogprob | None]] | Exception] = []
         for (seq, row), ok in zip(items, plain, strict=True):
             n = 1 + len(seq.spec_token_ids)
             picks = [next(best) for _ in range(n)] if ok else None
-            results.append(self.verify(seq, logits[row : row + n], grammars, append, picks))
+            try:
+                results.append(self.verify(seq, logits[row : row + n], grammars, append, picks))
+            except Exception as e:
+                results.append(e)
         return results
 
     def verify(

@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 class DraftModelProposer:
     def __init__(self, config: EngineConfig, vocab_size: int, max_model_len: int, max_blocks: int) -> None:
-        self.model, _ = load_model(config.draft_model_path, config.cache_dir, config.device, config.dtype)
+        self.model, _ = load_model(
+            config.draft_model_path, config.cache_dir, config.device, config.dtype, config.gguf_quantized
+        )
         if self.model.config.vocab_size != vocab_size:
             raise ValueError(
                 f"the draft model's vocabulary ({self.model.config.vocab_size}) differs from the target's "

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from inference.grammar import parse_structured_output
-from inference.protocol import SamplingParams
+from inference.protocol import SEED_RANGE, SamplingParams
 
 
 class ErrorDetail(BaseModel):
@@ -74,7 +74,7 @@ class SamplingRequest(BaseModel):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     n: int | None = None
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     stream: bool | None = False

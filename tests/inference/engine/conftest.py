@@ -58,6 +58,8 @@ def make_engine() -> Iterator[Callable[..., LLMEngine]]:
 
     def make(path: Path, **overrides) -> LLMEngine:
         overrides.setdefault("device", "cpu")
+        # The plain decoding path, unless a test asks for speculation (the default is prompt lookup).
+        overrides.setdefault("speculative", "off")
         overrides.setdefault("kv_cache_memory_gb", 0.01)
         engine = LLMEngine(EngineConfig(model_path=path, **overrides))
         engines.append(engine)
@@ -70,4 +72,7 @@ def make_engine() -> Iterator[Callable[..., LLMEngine]]:
 
 @pytest.fixture(scope="session")
 def smollm2_engine(smollm2_path, model_cache) -> LLMEngine:
-    return LLMEngine(EngineConfig(model_path=smollm2_path, device="cpu", cache_dir=model_cache))
+    # fp32 weights: the reference the parity tests hold against transformers (test_quant.py covers the
+    # quantized ones).
+    config = EngineConfig(model_path=smollm2_path, device="cpu", cache_dir=model_cache, gguf_quantized=False)
+    return LLMEngine(config)

@@ -100,6 +100,52 @@ def test_step_failure_fails_its_requests_only(make_async, monkeypatch):
 
 
 @pytest.mark.unit
+def test_out_of_range_seeds_are_refused_and_a_failure_to_add_fails_that_request_only(make_async, monkeypatch):
+    engine = make_async()
+    for seed in (2**64, -(2**63) - 1):
+        with pytest.raises(InvalidRequestError, match="seed"):
+            engine.generate("seed", [1, 2], SamplingParams(seed=seed))
+    real_add = engine.engine.add_request
+
+    def add(request_id, prompt, params):
+        if request_id == "bad":
+            raise ValueError("Overflow when unpacking long long")
+        real_add(request_id, prompt, params)
+
+    monkeypatch.setattr(engine.engine, "add_request", add)
+
+    async def main():
+        good = asyncio.create_task(collect(engine, "good", [1, 2, 3], GREEDY))
+        with pytest.raises(EngineError, match="Overflow"):
+            await collect(engine, "bad", [1, 2, 3], GREEDY)
+        top_seed = SamplingParams(max_tokens=4, seed=2**64 - 1)
+        return await good, await collect(engine, "after", [1, 2, 3], top_seed)
+
+    good, after = asyncio.run(main())
+    assert good[-1].num_output_tokens == 8 and after[-1].num_output_tokens == 4
+
+
+SEEDED = SamplingParams(max_tokens=64, seed=7, ignore_eos=True)
+
+
+@pytest.mark.unit
+def test_a_request_failing_in_sampling_fails_alone_mid_batch(make_async):
+    engine = make_async()
+
+    async def main():
+        streams = {rid: collect(engine, rid, [1, 2, 3], SEEDED) for rid in "abc"}
+        tasks = {rid: asyncio.create_task(stream) for rid, stream in streams.items()}
+        while "b" not in engine.engine._seqs:
+            await asyncio.sleep(0.001)
+        engine.engine._seqs["b"].generator = "not a generator"  # a request's own state gone bad
+        return await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    a, b, c = asyncio.run(main())
+    assert isinstance(b, EngineError)
+    assert a[-1].num_output_tokens == 64 and c[-1].num_output_tokens == 64
+
+
+@pytest.mark.unit
 def test_abort_and_disconnect_free_the_request(make_async):
     engine = make_async()
     long = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)

@@ -61,6 +61,12 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
 
 
 @pytest.mark.unit
+def test_the_library_and_the_platform_share_their_defaults(tiny_llama):
+    assert EngineConfig(tiny_llama) == EngineConfig.from_settings(EngineSettings(), tiny_llama)
+    assert EngineConfig(tiny_llama).speculative == EngineSettings().speculative == "prompt_lookup"
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "bad",
     [

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
+from array import array
 from dataclasses import replace
 
 import pytest
@@ -92,6 +94,22 @@ def test_cache_salts_isolate_tenants(tiny_llama, make_engine):
     assert cached("tenant-a") == 64
     assert cached("tenant-b") == 64
     assert cached(None) == 64
+
+
+@pytest.mark.unit
+def test_block_keys_are_sha256_chains_over_parent_tokens_and_salt(tiny_llama, make_engine):
+    engine = make_engine(tiny_llama, block_size=16)
+    prompt = random.Random(4).choices(range(engine.vocab_size), k=40)
+    engine.add_request("r", prompt, replace(GREEDY, cache_salt="t"))
+    engine.step()
+    seq = engine._seqs["r"]
+    parent = hashlib.sha256(b"salt\0t").digest()
+    for i, key in enumerate(seq.block_hashes):
+        parent = hashlib.sha256(parent + array("q", prompt[16 * i : 16 * (i + 1)]).tobytes()).digest()
+        assert key == parent
+    assert len(seq.block_hashes) == 2
+    while engine.has_unfinished():
+        engine.step()
 
 
 @pytest.mark.unit

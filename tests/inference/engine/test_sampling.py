@@ -138,3 +138,15 @@ def test_large_nuclei_match_a_full_sort(top_k, top_p):
     row = logits[None].clone()
     sample(row, seqs_with(SamplingParams(top_k=top_k, top_p=top_p), 1))
     assert abs(int(row.isfinite().sum()) - expected) <= 1
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("temperature", [1e-30, 1e-8, 5e-324])
+def test_a_temperature_near_zero_is_greedy_even_beside_sampled_rows(temperature):
+    logits = torch.randn(6, 50, generator=torch.Generator().manual_seed(3)) * 30
+    tiny = seqs_with(SamplingParams(temperature=temperature, logprobs=2), 3)
+    sampled = seqs_with(SamplingParams(temperature=1.0, top_p=0.9, seed=1), 3)
+    out = sample(logits.clone(), tiny + sampled)
+    assert out.token_ids[:3] == logits[:3].argmax(-1).tolist()
+    assert all(lp is not None and torch.isfinite(torch.tensor(lp.logprob)) for lp in out.logprobs[:3])
+    assert all(0 <= t < 50 for t in out.token_ids)

@@ -124,6 +124,8 @@ def test_smollm2_preemption_and_chunking_keep_outputs(smollm2_engine, smollm2_pa
     expected = [smollm2_engine.generate([p], greedy)[0] for p in ps] + [
         smollm2_engine.generate([ps[0]], seeded)[0]
     ]
-    tight = make_engine(smollm2_path, cache_dir=model_cache, num_kv_blocks=12, prefill_chunk_size=16)
+    tight = make_engine(
+        smollm2_path, cache_dir=model_cache, num_kv_blocks=12, prefill_chunk_size=16, gguf_quantized=False
+    )
     assert tight.generate([*ps, ps[0]], [greedy] * 4 + [seeded]) == expected
     assert tight.stats().num_preemptions_total > 0

@@ -49,3 +49,61 @@ def test_prompt_lookup_continues_the_latest_match_of_the_longest_ngram():
     assert lookup.propose(_seq([5, 8, 5]), 4) == [8, 5]
     assert lookup.propose(_seq([1, 2, 3, 4]), 4) == []
     assert PromptLookupProposer(min_ngram=2).propose(_seq([1, 2, 9, 2]), 4) == []
+
+
+class _ForbidZero:
+    """A grammar (the engine's `EngineGrammars` and matcher in one) that never allows token 0."""
+
+    def get(self, request_id: str) -> _ForbidZero:
+        return self
+
+    def is_allowed(self, token: int) -> bool:
+        return token != 0
+
+    def accept(self, token: int) -> None:
+        pass
+
+    def rollback(self, n: int) -> None:
+        pass
+
+    def bitmask(self, seqs: list[Sequence]) -> torch.Tensor:
+        mask = torch.ones(len(seqs), len(P), dtype=torch.bool)
+        mask[:, 0] = False
+        return mask
+
+
+class _SampledDraft:
+    """A draft model in miniature: guesses drawn from Q, which the grammar does not mask."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator = generator
+
+    def propose(self, seq: Sequence, k: int) -> list[int]:
+        seq.draft_probs = Q.repeat(k, 1)
+        return torch.multinomial(Q, k, replacement=True, generator=self.generator).tolist()
+
+    def forget(self, request_id: str) -> None:
+        pass
+
+
+@pytest.mark.unit
+def test_sampled_drafts_under_a_grammar_yield_the_masked_target():
+    """A sampled draft token the grammar forbids must go to verification (rejected, redrawn from the
+    residual); cutting the guesses there drew that position from p and biased the output."""
+    from inference.spec.decoding import SpeculativeDecoder
+
+    gen = torch.Generator().manual_seed(5)
+    decoder = SpeculativeDecoder(_SampledDraft(gen), num_speculative_tokens=2, max_batch=4)
+    grammar = _ForbidZero()
+    logits = P.log().repeat(3, 1)
+    firsts = []
+    for _ in range(6000):
+        seq = Sequence("r", [1], 1, SamplingParams(temperature=1.0), 100)
+        seq.spec_k, seq.generator = 2, gen
+        decoder.propose([seq], grammar)
+        assert len(seq.spec_token_ids) == 2  # never cut
+        tokens, _ = decoder.verify(seq, logits.clone(), grammar, lambda s, t: s.token_ids.append(t))
+        firsts.append(tokens[0])
+    masked = P.clone()
+    masked[0] = 0
+    assert (_histogram(firsts) - masked / masked.sum()).abs().max() < 0.02

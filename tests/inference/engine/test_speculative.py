@@ -182,7 +182,13 @@ def test_smollm2_prompt_lookup_quotes_faster_with_the_same_output(smollm2_engine
     assert smollm2_engine.stats().prefix_cache_hits_total - hits >= len(prompt) // 16 * 16 - 16
 
     engine = LLMEngine(
-        EngineConfig(smollm2_path, device="cpu", cache_dir=model_cache, speculative="prompt_lookup")
+        EngineConfig(
+            smollm2_path,
+            device="cpu",
+            cache_dir=model_cache,
+            speculative="prompt_lookup",
+            gguf_quantized=False,
+        )
     )
     assert engine.generate([prompt], params) == expected
     stats = engine.stats()

@@ -142,3 +142,27 @@ def test_null_optional_fields_mean_defaults(base_url):
     response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)
     assert response.status_code == 200, response.text
     assert response.json()["usage"]["completion_tokens"] == 4
+
+
+def test_client_cache_salts_are_keyed_so_a_tenant_id_does_not_open_its_cache(client, engine):
+    import asyncio
+
+    from inference.protocol import SamplingParams
+
+    prompt = "Groundwork keeps each tenant's prefix cache apart from every other tenant's. " * 3
+    ids = engine.encode(prompt)
+
+    async def in_process() -> int:  # what the platform does for tenant "tenant-1" (api/routers/ask.py)
+        params = SamplingParams(max_tokens=1, temperature=0, cache_salt="tenant-1")
+        return [o async for o in engine.generate("salted-in-process", ids, params)][-1].num_cached_tokens
+
+    asyncio.run(in_process())
+
+    def cached(salt: str) -> int:
+        out = client.completions.create(
+            model=MODEL_NAME, prompt=ids, max_tokens=1, temperature=0, extra_body={"cache_salt": salt}
+        )
+        return out.usage.prompt_tokens_details.cached_tokens
+
+    assert cached("tenant-1") == 0  # the platform's tenant salt, named by a client: no hit
+    assert cached("tenant-1") >= 16  # a client's own salt still shares with itself

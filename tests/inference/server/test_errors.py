@@ -35,6 +35,8 @@ LONG_TEXT = "word " * (MAX_MODEL_LEN + 10)
         ("/v1/chat/completions", {"n": 2}, "n"),
         ("/v1/chat/completions", {"temperature": -1}, "temperature"),
         ("/v1/chat/completions", {"top_p": 0}, "top_p"),
+        ("/v1/chat/completions", {"seed": 2**64}, "seed"),
+        ("/v1/completions", {"prompt": "Hi", "messages": None, "seed": -(2**63) - 1}, "seed"),
         ("/v1/chat/completions", {"top_logprobs": 50, "logprobs": True}, "top_logprobs"),
         ("/v1/chat/completions", {"stop": 3}, "stop"),
         ("/v1/chat/completions", {"tools": [{"type": "function"}]}, None),

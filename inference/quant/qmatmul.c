@@ -1,0 +1,117 @@
+/* Matmuls over 4- and 8-bit weights in groups of 32, for CPU decode (inference/quant/README.md).
+ *
+ * y[m, n] = sum_k x[m, k] * w[n, k] with w = d * q + mn per group of 32 along k (q4: q in 0..15;
+ * q8: q in -127..127, mn = 0). Activations are quantized per group of 32 to int8 (qx, scale dx,
+ * sx = dx * sum(qx)), as llama.cpp does, so each group is one integer dot product:
+ * y += d * dx * dot(q, qx) + mn * sx.
+ * q4 layout per group: 16 bytes, byte j holds element j (low nibble) and element j + 16 (high).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, float *sx) {
+    const int64_t G = K / 32;
+    #pragma omp parallel for schedule(static) if (M > 8)
+    for (int64_t r = 0; r < M * G; r++) {
+        const float *v = x + r * 32;
+        float amax = 0.f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+        const float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const int q = (int)lrintf(v[j] * id);
+            qx[r * 32 + j] = (int8_t)q;
+            sum += q;
+        }
+        dx[r] = d;
+        sx[r] = d * (float)sum;
+    }
+}
+
+#ifdef __AVX2__
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+static float dot_q4(const uint8_t *qs, const float *d, const float *mn, const int8_t *qx, const float *dx,
+                    const float *sx, int64_t G) {
+    float extra = 0.f;
+    for (int64_t g = 0; g < G; g++) extra += mn[g] * sx[g];
+#ifdef __AVX2__
+    const __m256i low = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(qs + g * 16));
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), low);
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(qx + g * 32));
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[g]), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum(acc) + extra;
+#else
+    float acc = 0.f;
+    for (int64_t g = 0; g < G; g++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += (qs[g * 16 + j] & 0xF) * qx[g * 32 + j] + (qs[g * 16 + j] >> 4) * qx[g * 32 + j + 16];
+        acc += d[g] * dx[g] * (float)s;
+    }
+    return acc + extra;
+#endif
+}
+
+static float dot_q8(const int8_t *qw, const float *d, const int8_t *qx, const float *dx, int64_t G) {
+#ifdef __AVX2__
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(qw + g * 32));
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(qx + g * 32));
+        /* |w| * (x * sign(w)): maddubs needs one unsigned operand; |w| <= 127 fits */
+        const __m256i p = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[g]), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum(acc);
+#else
+    float acc = 0.f;
+    for (int64_t g = 0; g < G; g++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += qw[g * 32 + j] * qx[g * 32 + j];
+        acc += d[g] * dx[g] * (float)s;
+    }
+    return acc;
+#endif
+}
+
+/* Rows of w are split among threads; each row meets every activation row while it is in cache. */
+void mm_q4(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
+           const float *d, const float *mn, int64_t N, const float *bias, float *y, int threads) {
+    const int64_t G = K / 32;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t n = 0; n < N; n++) {
+        const float b = bias ? bias[n] : 0.f;
+        for (int64_t m = 0; m < M; m++)
+            y[m * N + n] = b + dot_q4(qs + n * G * 16, d + n * G, mn + n * G, qx + m * K, dx + m * G,
+                                      sx + m * G, G);
+    }
+}
+
+void mm_q8(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
+           int64_t N, const float *bias, float *y, int threads) {
+    const int64_t G = K / 32;
+    #pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t n = 0; n < N; n++) {
+        const float b = bias ? bias[n] : 0.f;
+        for (int64_t m = 0; m < M; m++)
+            y[m * N + n] = b + dot_q8(qw + n * K, d + n * G, qx + m * K, dx + m * G, G);
+    }
+}

@@ -1,0 +1,90 @@
+"""GGUF weights kept 4/8-bit: block mappings equal gguf's own dequantization, our kernel's matmuls equal
+the dequantised reference, and greedy outputs do not depend on the batch size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as T
+from gguf.quants import dequantize, quantize
+
+from inference.models.linear import linear
+from inference.quant.gguf_blocks import dequantized, to_quant
+from inference.quant.kernel import load_kernel, qlinear
+
+ROWS, COLS = 48, 512
+EXACT = {T.Q4_0: "q4", T.Q4_1: "q4", T.Q4_K: "q4", T.Q8_0: "q8"}
+REQUANTISED = (T.Q5_0, T.Q5_1, T.Q6_K)
+
+
+def _random_blocks(qtype: T, rng: np.random.Generator) -> np.ndarray:
+    """Raw bytes of a `[ROWS, COLS]` tensor: quantized by gguf where it can, else random blocks with
+    finite, small f16 scales (k-quants, which gguf-py only dequantizes)."""
+    if qtype not in (T.Q4_K, T.Q6_K):
+        return quantize(rng.standard_normal((ROWS, COLS)).astype(np.float32), qtype)
+    block = {T.Q4_K: 144, T.Q6_K: 210}[qtype]
+    raw = rng.integers(0, 256, (ROWS * COLS // 256, block), dtype=np.uint8)
+    scales = rng.uniform(0.001, 0.01, (len(raw), 2)).astype(np.float16).view(np.uint8)
+    if qtype == T.Q4_K:
+        raw[:, 0:4] = scales  # d, dmin
+    else:
+        raw[:, 208:210] = scales[:, :2]  # d (after ql, qh and the int8 sub-scales)
+    return raw.reshape(ROWS, -1)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    lib = load_kernel(tmp_path_factory.mktemp("kernels"))
+    if lib is None:
+        pytest.skip("no C compiler: the quantized kernel cannot be built here")
+    return lib
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("qtype", [*EXACT, *REQUANTISED], ids=lambda t: t.name)
+def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype):
+    rng = np.random.default_rng(int(qtype))
+    data = _random_blocks(qtype, rng)
+    reference = torch.from_numpy(np.asarray(dequantize(data, qtype), dtype=np.float32).reshape(ROWS, COLS))
+    w = to_quant(data, qtype, ROWS, COLS)
+    assert w.kind == EXACT.get(qtype, "q8")
+    error = (dequantized(w) - reference).abs().max()
+    if qtype in EXACT:
+        assert error == 0  # the same weights, regrouped
+    else:  # requantised to 127 levels per group of 32
+        assert error <= reference.abs().max() / 254 * 1.01
+    x = torch.randn(5, COLS, generator=torch.Generator().manual_seed(0))
+    bias = torch.randn(ROWS)
+    expected = x @ reference.T + bias
+    got = qlinear(x, w, bias)
+    # NOTE: activations are quantized to int8 per group of 32 (as llama.cpp does): ~0.5% of the scale.
+    assert (got - expected).abs().max() <= 0.01 * expected.abs().max()
+    # Each row's result is independent of the others in the batch, bit for bit.
+    assert torch.equal(qlinear(x[2:3], w, bias), got[2:3])
+    # Long chunks take sgemm over the same grids: equal up to summation order.
+    long = torch.cat([x, torch.randn(11, COLS)])
+    torch.testing.assert_close(linear(long, torch.empty(0), bias, w)[:5], got, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path, model_cache):
+    from inference.config import EngineConfig
+    from inference.engine import LLMEngine
+    from inference.protocol import SamplingParams
+    from inference.quant.kernel import QuantWeight
+
+    config = EngineConfig(
+        smollm2_path, device="cpu", cache_dir=model_cache, speculative="off", gguf_quantized=True
+    )
+    engine = LLMEngine(config)
+    assert isinstance(engine.model.packed_head, QuantWeight)
+    assert all(isinstance(w, QuantWeight) for layer in engine.model.layers for w in layer.packed.values())
+    # 12 prompts: decode batches above 8 rows take the sgemm path, alone each takes the kernel.
+    texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"] * 3
+    prompts = [engine.tokenizer.encode(t) for t in texts]
+    params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
+    together = [tokens for tokens, _, _ in engine.generate(prompts, params)]
+    alone = [engine.generate([p], params)[0][0] for p in prompts]
+    assert together == alone
+    assert "Paris" in engine.tokenizer.decode(together[0])
