@@ -268,6 +268,8 @@ class AgentRun(_Timestamps, Base):
     detail: Mapped[str | None] = mapped_column(Text)
     active_s: Mapped[float] = mapped_column(default=0.0)  # time spent running, for the wall-clock budget
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class EvalRun(_Timestamps, Base):
     """One evaluation job (migration 0007_evals); see evals/README.md."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
 from api.deps import CurrentTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.ratelimit import Meter, RateLimit
 from api.routers.collections import get_collection
 from api.state import AppState
 from core.models import AgentRun
@@ -115,11 +117,13 @@ async def _advance(
     session: Session,
     run: AgentRun,
     stream: bool,
+    meter: Meter,
     background: bool = False,
     resume: Any = None,
     fresh: bool = False,
 ):
-    """Run the next segment; stream its events, return at once, or return the run at its next stop."""
+    """Run the next segment; stream its events, return at once, or return the run at its next stop.
+    Every segment is admitted by the rate limits; the tokens of a segment waited for are charged."""
     runner = await ready_runner(state)
     queue = runner.subscribe(run.id) if stream else None
     runner.start(run.id, resume=resume, fresh=fresh)
@@ -127,8 +131,12 @@ async def _advance(
         return StreamingResponse(_sse(runner.events(run.id, queue)), media_type="text/event-stream")
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
+    before = dict(run.usage or {})
     await runner.wait(run.id)
     session.refresh(run)
+    after = run.usage or {}
+    used = {k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in ("prompt_tokens", "completion_tokens")}
+    await asyncio.to_thread(meter.charge, used)
     return run_dict(run)
 
 
@@ -145,12 +153,12 @@ def _run_or_404(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> Agent
 
 
 @router.post("/runs")
-async def start_run(body: RunBody, tenant: CurrentTenant, state: StateDep):
+async def start_run(body: RunBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit):
     """Start an agent run; streams its steps (SSE) with `stream`, else returns it at its first stop."""
     await ready_runner(state)
     with state.sessions() as session:
         run = await create_run(state, session, tenant, body)
-        return await _advance(state, session, run, body.stream, body.background, fresh=True)
+        return await _advance(state, session, run, body.stream, meter, body.background, fresh=True)
 
 
 @router.get("/runs")
@@ -174,7 +182,7 @@ def get_one(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
 
 @router.post("/runs/{run_id}/tool_outputs")
 async def submit_tool_outputs(
-    run_id: uuid.UUID, body: ToolOutputsBody, tenant: CurrentTenant, state: StateDep
+    run_id: uuid.UUID, body: ToolOutputsBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
     """Give the outputs of the client tool calls a run is waiting for; the run resumes."""
     with state.sessions() as session:
@@ -193,11 +201,13 @@ async def submit_tool_outputs(
                 "give exactly one output per pending tool call",
                 {"pending": sorted(pending), "given": sorted(given)},
             )
-        return await _advance(state, session, run, body.stream, resume=given)
+        return await _advance(state, session, run, body.stream, meter, resume=given)
 
 
 @router.post("/runs/{run_id}/plan")
-async def review_plan(run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep):
+async def review_plan(
+    run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
+):
     """Approve (no `plan`) or replace the plan of a run paused for review; the run resumes."""
     with state.sessions() as session:
         run = _run_or_404(session, tenant, run_id)
@@ -210,7 +220,7 @@ async def review_plan(run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, 
                 PLAN_CHECKS[run.agent](body.plan, agent_runner(state)._deps(run))
             except ValueError as exc:
                 raise ApiError(422, "invalid_plan", str(exc)) from exc
-        return await _advance(state, session, run, body.stream, resume={"plan": body.plan})
+        return await _advance(state, session, run, body.stream, meter, resume={"plan": body.plan})
 
 
 @router.post("/runs/{run_id}/cancel")

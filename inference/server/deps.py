@@ -28,11 +28,16 @@ class ServerContext:
         if name != self.model_name:
             raise APIError(
                 f"the model {name!r} does not exist; this server serves {self.model_name!r}",
-                param="model", code="model_not_found",
+                param="model",
+                code="model_not_found",
             )
 
     def sampling_params(
-        self, request: SamplingRequest, prompt_ids: list[int], max_tokens: int | None, logprobs: int | None,
+        self,
+        request: SamplingRequest,
+        prompt_ids: list[int],
+        max_tokens: int | None,
+        logprobs: int | None,
         prompt_param: str,
     ) -> SamplingParams:
         """Check the prompt against the context window and build the engine's parameters."""
@@ -43,7 +48,8 @@ class ServerContext:
             raise APIError(
                 f"this model's maximum context length is {context} tokens, but the prompt has "
                 f"{len(prompt_ids)} tokens",
-                param=prompt_param, code="context_length_exceeded",
+                param=prompt_param,
+                code="context_length_exceeded",
             )
         # Like OpenAI: an unset limit means "until the context is full", an explicit one must fit.
         if max_tokens is None:
@@ -52,7 +58,8 @@ class ServerContext:
             raise APIError(
                 f"this model's maximum context length is {context} tokens, but {len(prompt_ids)} prompt "
                 f"tokens plus max_tokens={max_tokens} would need {len(prompt_ids) + max_tokens}",
-                param="max_tokens", code="context_length_exceeded",
+                param="max_tokens",
+                code="context_length_exceeded",
             )
         params = request.sampling_params(max_tokens, logprobs)
         params.validate()

@@ -76,8 +76,9 @@ def install_error_handlers(app: FastAPI) -> None:
         first = errors[0] if errors else {}
         param = _validation_param(tuple(first.get("loc", ())))
         message = "; ".join(_validation_message(error) for error in errors)
-        return _response(400, ErrorDetail(message=message or "invalid request", type="invalid_request_error",
-                                          param=param))
+        return _response(
+            400, ErrorDetail(message=message or "invalid request", type="invalid_request_error", param=param)
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

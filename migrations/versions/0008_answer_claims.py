@@ -1,7 +1,7 @@
 """Assistant messages keep how the answer was made and its per-sentence claim check.
 
 Revision ID: 0008_answer_claims
-Revises: 0004
+Revises: 0007
 """
 
 from collections.abc import Sequence

@@ -38,8 +38,16 @@ def two_tenants(session_factory):
         )
         session.add(doc)
         session.flush()
-        chunk = Chunk(document_id=doc.id, collection_id=col.id, ordinal=0, text="the vault code is 4471",
-                      text_hash="h", token_count=6, char_start=0, char_end=22)
+        chunk = Chunk(
+            document_id=doc.id,
+            collection_id=col.id,
+            ordinal=0,
+            text="the vault code is 4471",
+            text_hash="h",
+            token_count=6,
+            char_start=0,
+            char_end=22,
+        )
         session.add(chunk)
         session.flush()
         return a.id, b.id, col.id, chunk.id, doc.id

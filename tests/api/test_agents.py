@@ -70,8 +70,10 @@ def test_client_tool_pauses_and_resumes_also_after_an_api_restart(client, settin
     assert run["status"] == "requires_action", run
     [call] = run["required_action"]["tool_calls"]
     assert call["name"] == "lookup_customer" and set(call["arguments"]) == {"name"}
-    bad = client.post(f"/v1/agents/runs/{run['id']}/tool_outputs",
-                      json={"tool_outputs": [{"tool_call_id": "nope", "output": "x"}]})
+    bad = client.post(
+        f"/v1/agents/runs/{run['id']}/tool_outputs",
+        json={"tool_outputs": [{"tool_call_id": "nope", "output": "x"}]},
+    )
     assert bad.status_code == 400 and bad.json()["error"]["details"]["pending"] == [call["id"]]
     # A fresh API app (a restart): the paused run lives in Postgres, not in the old process.
     with TestClient(create_app(settings)) as restarted:

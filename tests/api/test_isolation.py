@@ -17,7 +17,17 @@ from core.tenancy import APP_ROLE, create_api_key, get_or_create_tenant
 
 pytestmark = pytest.mark.integration
 
-ISOLATED = ("collections", "documents", "chunks", "ingestion_jobs", "conversations")
+ISOLATED = (
+    "collections",
+    "documents",
+    "chunks",
+    "ingestion_jobs",
+    "conversations",
+    "agent_runs",
+    "eval_runs",
+    "eval_items",
+    "message_feedback",
+)
 OWNED = ("collections", "documents", "ingestion_jobs")  # rows the fixture creates (no worker: no chunks)
 
 

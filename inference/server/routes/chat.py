@@ -105,7 +105,10 @@ class _ChatRenderer:
             finish_reason=finish_reason,
         )
         return ChatCompletionResponse(
-            id=self.id, created=self.created, model=self.ctx.model_name, choices=[choice],
+            id=self.id,
+            created=self.created,
+            model=self.ctx.model_name,
+            choices=[choice],
             usage=usage_of(done.last),
         )
 

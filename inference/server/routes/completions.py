@@ -48,8 +48,11 @@ async def create_completion(body: CompletionRequest, request: Request, ctx: Cont
                 if params.logprobs is not None:
                     logprobs = completion_logprobs(ctx.engine, output.logprobs or [], text_offset)
                 text_offset += len(output.new_text)
-                yield response(CompletionChoice(text=output.new_text, logprobs=logprobs,
-                                                finish_reason=output.finish_reason))
+                yield response(
+                    CompletionChoice(
+                        text=output.new_text, logprobs=logprobs, finish_reason=output.finish_reason
+                    )
+                )
 
         usage_chunk = (lambda usage: response(None, usage=usage)) if body.include_usage else None
         return await stream_response(request, outputs, render, usage_chunk)

@@ -52,8 +52,19 @@ class ModelList(BaseModel):
 
 # Request fields that map one to one onto SamplingParams (defaults: SamplingParams's, as OpenAI's).
 _SAMPLING_FIELDS = {
-    "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
-    "seed", "stop", "stop_token_ids", "ignore_eos", "cache_salt", "num_speculative_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "cache_salt",
+    "num_speculative_tokens",
 }
 
 

@@ -135,8 +135,22 @@ def test_streamed_logprobs_cover_every_token(client):
 def test_null_optional_fields_mean_defaults(base_url):
     # Some clients send null for every parameter they leave unset; OpenAI accepts that.
     nulls = dict.fromkeys(
-        ["temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "stream",
-         "stream_options", "logprobs", "top_logprobs", "max_completion_tokens", "top_k", "tools"]
+        [
+            "temperature",
+            "top_p",
+            "n",
+            "stop",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "stream",
+            "stream_options",
+            "logprobs",
+            "top_logprobs",
+            "max_completion_tokens",
+            "top_k",
+            "tools",
+        ]
     )
     body = {"model": MODEL_NAME, "messages": QUESTION, "max_tokens": 4, **nulls}
     response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60)

@@ -71,7 +71,11 @@ def test_prefix_cache_counters_and_hit_rate(base_url, client):
 
 def test_speculative_decoding_counters_and_rates():
     config = EngineConfig(
-        SMOLLM2_GGUF, max_num_seqs=2, max_model_len=MAX_MODEL_LEN, kv_cache_memory_gb=0.05, device="cpu",
+        SMOLLM2_GGUF,
+        max_num_seqs=2,
+        max_model_len=MAX_MODEL_LEN,
+        kv_cache_memory_gb=0.05,
+        device="cpu",
         speculative="prompt_lookup",
     )
     engine = AsyncLLMEngine(config, MODEL_NAME)

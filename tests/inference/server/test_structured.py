@@ -31,7 +31,9 @@ ASK_WEATHER = [{"role": "user", "content": "What is the weather like in Paris to
 
 def test_json_schema_response_format(client):
     response = client.chat.completions.create(
-        model=MODEL_NAME, max_tokens=40, temperature=0,
+        model=MODEL_NAME,
+        max_tokens=40,
+        temperature=0,
         messages=[{"role": "user", "content": "Which city is the capital of France? Answer in JSON."}],
         response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": CITY_SCHEMA}},
     )
@@ -42,7 +44,10 @@ def test_json_schema_response_format(client):
 
 def test_guided_choice_as_extra_body_field(client):
     response = client.completions.create(
-        model=MODEL_NAME, prompt="Is Paris in France? Answer:", max_tokens=5, temperature=0,
+        model=MODEL_NAME,
+        prompt="Is Paris in France? Answer:",
+        max_tokens=5,
+        temperature=0,
         extra_body={"guided_choice": [" yes", " no"]},
     )
     assert response.choices[0].text in {" yes", " no"}
@@ -57,7 +62,11 @@ def test_invalid_constraint_is_a_400(client):
 
 def test_forced_tool_call_plain_and_streamed(client):
     kwargs = dict(
-        model=MODEL_NAME, messages=ASK_WEATHER, max_tokens=60, temperature=0, tools=[WEATHER_TOOL],
+        model=MODEL_NAME,
+        messages=ASK_WEATHER,
+        max_tokens=60,
+        temperature=0,
+        tools=[WEATHER_TOOL],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
     )
     plain = client.chat.completions.create(**kwargs)
@@ -80,7 +89,11 @@ def test_auto_tool_choice_shows_the_tools_and_returns_text_or_a_valid_call(engin
     prompt = engine.decode(engine.apply_chat_template(ASK_WEATHER, tools=[WEATHER_TOOL]))
     assert "Current weather of a city." in prompt and "<tool_call>" in prompt
     response = client.chat.completions.create(
-        model=MODEL_NAME, messages=ASK_WEATHER, tools=[WEATHER_TOOL], tool_choice="auto", max_tokens=80,
+        model=MODEL_NAME,
+        messages=ASK_WEATHER,
+        tools=[WEATHER_TOOL],
+        tool_choice="auto",
+        max_tokens=80,
         temperature=0,
     )
     choice = response.choices[0]
