@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy import delete, text
 
+from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
 from core.models import Collection
 from core.runtime import open_database
@@ -153,7 +154,9 @@ def main() -> None:
 
     torch.set_num_threads(1)  # see benchmarks/retrieval.py: one thread embeds one query fastest here
     settings = get_settings()
-    sessions = make_session_factory(make_engine(open_database(settings).url))
+    database = open_database(settings)
+    upgrade_database(database.url)  # a fresh data dir (benchmarks run apart from the platform)
+    sessions = make_session_factory(make_engine(database.url))
     studies = [prepare(sessions, settings, f) for f in args.dataset or DATASETS]
     alpha = best_alpha(studies)
     report: dict = {"alpha_chosen": alpha, "datasets": []}

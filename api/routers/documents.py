@@ -16,7 +16,7 @@ from api.errors import ApiError
 from api.quotas import check_upload_quota
 from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
-from core.models import Chunk, Document, DocumentStatus, Job
+from core.models import Chunk, Document, DocumentStatus, IngestionJob
 from ingestion.blobs import BlobStore
 from ingestion.state import release_from_job, requeue_documents
 from ingestion.uploads import Upload, create_batch, send_job
@@ -248,7 +248,8 @@ def requeue_document(document_id: uuid.UUID, session: SessionDep, state: StateDe
     if not doc.blob_key:
         raise ApiError(409, "upload_missing", "the uploaded bytes are gone; upload the file again")
     ids = requeue_documents(session, doc.job_id, [doc.id])
-    session.get(Job, doc.job_id).enqueued_at = None  # the outbox: the reaper sends it if this send fails
+    # The outbox: if this send fails, the reaper sends the job.
+    session.get(IngestionJob, doc.job_id).enqueued_at = None
     session.commit()
     send_job(state.celery, state.sessions, state.settings, doc.job_id, ids)
     session.refresh(doc)

@@ -37,7 +37,7 @@ def test_ingest_command_follows_job_and_summarises(client, celery_worker, tmp_pa
     output = " ".join(result.output.split())  # rich wraps long lines
     assert "created collection 'cli-docs'" in output
     assert "succeeded" in output
-    assert "broken.pdf: corrupt PDF" in output
+    assert "broken.pdf: corrupt_file: corrupt PDF" in output
     docs = client.get("/v1/collections/cli-docs/documents").json()
     assert sorted(d["status"] for d in docs["items"]) == ["failed", "indexed", "indexed"]
 

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from api.main import create_app
 from core.database import session_scope
+from core.models import AgentRun, Conversation, EvalRun, JobStatus, Message
 from core.tenancy import APP_ROLE, create_api_key, get_or_create_tenant
 
 pytestmark = pytest.mark.integration
@@ -58,8 +59,36 @@ def two_tenants(settings, session_factory):
             "document_id": up["documents"][0]["document_id"],
             "job_id": up["job_id"],
             "prefix": "gw_nothere",
+            **_runs_of(session_factory, a_id),
         }
         yield client, a, b, ids, a_id
+
+
+def _runs_of(session_factory, tenant: uuid.UUID) -> dict[str, str]:
+    """Tenant A's agent run, eval run and answer message, written directly (no engine needed)."""
+    with session_scope(session_factory) as session:
+        agent = AgentRun(tenant_id=tenant, agent="react", status="requires_action", input="secret task")
+        evaluation = EvalRun(tenant_id=tenant, kind="retrieval", status=JobStatus.succeeded)
+        conversation = Conversation(tenant_id=tenant)
+        session.add_all([agent, evaluation, conversation])
+        session.flush()
+        message = Message(conversation_id=conversation.id, role="assistant", content="secret answer")
+        session.add(message)
+        session.flush()
+        return {
+            "agent_run": str(agent.id),
+            "eval_run": str(evaluation.id),
+            "other_id": str(evaluation.id),
+            "message_id": str(message.id),
+        }
+
+
+# Bodies valid for their route, so that the answer can only be 404 (not a 422 for the body).
+BODIES = {
+    "/tool_outputs": {"tool_outputs": [{"tool_call_id": "call_1", "output": "x"}]},
+    "/feedback": {"rating": "down"},
+    "/search": {"query": "secret"},
+}
 
 
 def test_tenant_b_gets_404_for_tenant_a_objects_on_every_route(two_tenants):
@@ -69,15 +98,17 @@ def test_tenant_b_gets_404_for_tenant_a_objects_on_every_route(two_tenants):
         params = re.findall(r"{(\w+)}", template)
         if not params or "prefix" in params:  # (API keys are scoped by tenant in their query)
             continue
-        path = template.format(**{p: ids[p] for p in params})
+        run = ids["agent_run"] if template.startswith("/v1/agents/") else ids["eval_run"]
+        path = template.format(**{p: run if p == "run_id" else ids[p] for p in params})
         for method in (m.upper() for m in operations):
-            kwargs: dict = {"json": {"query": "secret"} if path.endswith("/search") else {}}
+            body = next((b for suffix, b in BODIES.items() if path.endswith(suffix)), {})
+            kwargs: dict = {"json": body}
             if method == "POST" and path.endswith("/documents"):
                 kwargs = {"files": [("files", ("b.txt", b"B's text", "text/plain"))]}
             resp = client.request(method, path, headers=b, **kwargs)
             assert resp.status_code == 404, (method, path, resp.status_code, resp.text)
             checked += 1
-    assert checked >= 12, checked
+    assert checked >= 25, checked
     ask = client.post("/v1/ask", json={"collection": ids["collection"], "question": "q"}, headers=b)
     assert ask.status_code == 404
     chat = client.post(
@@ -88,6 +119,8 @@ def test_tenant_b_gets_404_for_tenant_a_objects_on_every_route(two_tenants):
     assert chat.status_code == 404
     assert client.get("/v1/collections", headers=b).json() == []
     assert client.get(f"/v1/documents/{ids['document_id']}", headers=a).status_code == 200
+    assert client.get(f"/v1/agents/runs/{ids['agent_run']}", headers=a).status_code == 200
+    assert client.get(f"/v1/evals/{ids['eval_run']}", headers=a).status_code == 200
 
 
 def test_without_the_tenant_setting_the_app_role_sees_no_rows(two_tenants, db_engine):

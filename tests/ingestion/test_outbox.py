@@ -15,7 +15,8 @@ from ingestion.uploads import Upload, create_batch, send_job
 pytestmark = pytest.mark.integration
 
 
-# The columns of kombu's SQLAlchemy transport that matter here (kombu creates them lazily).
+# The columns of kombu's SQLAlchemy transport that matter here (kombu creates them lazily, with ids
+# from client-side sequences: the inserts below give their own).
 KOMBU_TABLES = """
 CREATE TABLE IF NOT EXISTS kombu_queue (id serial PRIMARY KEY, name varchar(200) UNIQUE);
 CREATE TABLE IF NOT EXISTS kombu_message (
@@ -53,13 +54,17 @@ def test_delivered_broker_rows_are_purged(session_factory):
     with session_scope(session_factory) as session:
         session.execute(text(KOMBU_TABLES))
         queue = session.execute(
-            text("INSERT INTO kombu_queue (name) VALUES ('purge-test') RETURNING id")
+            text(
+                "INSERT INTO kombu_queue (id, name) SELECT coalesce(max(id), 0) + 1, 'purge-test' "
+                "FROM kombu_queue ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id"
+            )
         ).scalar()
         for visible, age in ((False, "2 hours"), (False, "1 minute"), (True, "2 hours")):
             session.execute(
                 text(
-                    "INSERT INTO kombu_message (visible, timestamp, payload, version, queue_id) "
-                    "VALUES (:v, now() - CAST(:age AS interval), 'x', 1, :q)"
+                    "INSERT INTO kombu_message (id, visible, timestamp, payload, version, queue_id) "
+                    "SELECT coalesce(max(id), 0) + 1, :v, now() - CAST(:age AS interval), 'x', 1, :q "
+                    "FROM kombu_message"
                 ),
                 {"v": visible, "age": age, "q": queue},
             )
