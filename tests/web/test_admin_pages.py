@@ -87,8 +87,8 @@ def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, view
             expect(page.locator("#chart-requests canvas")).to_have_count(1)
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 1, f"{name} overflows sideways by {overflow}px at {viewport['width']}px"
-        if name in ("agents", "evals"):
-            expect(page.get_by_role("heading", name="Not available yet")).to_be_visible()
+        if name in ("agents", "evals"):  # their resources exist: the pages list them
+            expect(page.get_by_text("Not available yet")).to_have_count(0)
         shot(page, f"page-{name.split('/')[0]}-{viewport['width']}")
     if viewport is NARROW:  # the navigation folds behind the menu button, which opens it
         expect(page.locator("#nav")).to_be_hidden()

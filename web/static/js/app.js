@@ -73,7 +73,11 @@ function askForKey(message = "") {
   keyInput.focus();
 }
 
-window.addEventListener("gw:unauthorized", (e) => askForKey(auth.get() ? e.detail.message : ""));
+// NOTE: a page fires several requests; their 401s arrive in any order, also while the dialog is open
+// and a key is being tried, so a late one must not wipe what the person typed or the refusal shown.
+window.addEventListener("gw:unauthorized", (e) => {
+  if (!dialog.open) askForKey(auth.get() ? e.detail.message : "");
+});
 
 document.getElementById("key-form").addEventListener("submit", async (e) => {
   e.preventDefault();
