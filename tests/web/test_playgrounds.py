@@ -40,7 +40,7 @@ def test_ask_streams_an_answer_and_a_citation_opens_the_cited_span(page, ui_url,
     page.goto(f"{ui_url}/ui/#/ask?collection={corpus['collection']['id']}")
     page.get_by_label("Question").fill(QUESTION)
     page.get_by_role("button", name="Ask").click()
-    turn = page.locator(".turn").last
+    turn = page.locator(".turn").first  # (a locator: .last would move to the follow-up)
     expect(turn.locator(".citation-link").first).to_be_visible(timeout=180_000)
     expect(turn.locator(".answer")).to_contain_text("12 March 2026")
     expect(page.locator(".toolbar")).to_contain_text("Conversation ")
