@@ -18,8 +18,8 @@ from evals.sweep import expand_grid
 from retrieval.config import deep_merge, resolve_config
 
 AGENT_REFUSAL = (
-    "agent evaluations are not available yet: they need the agents feature (tool-calling agents), "
-    "which this build does not include; use kind 'retrieval' or 'answer'"
+    "agent evaluations are not available as runs yet (agents are measured by `python -m "
+    "benchmarks.agents` meanwhile); use kind 'retrieval' or 'answer'"
 )
 
 

@@ -68,7 +68,7 @@ def create_eval(
     state: StateDep,
     tenant: CurrentTenant,
 ):
-    """Queue an evaluation run (retrieval or answer; agent runs are refused until agents land)."""
+    """Queue an evaluation run (retrieval or answer; the agent kind is refused: not built yet)."""
     collection = get_collection(session, tenant, body.collection) if body.collection else None
     try:
         run = service.create_run(session, settings, tenant, body, collection)
