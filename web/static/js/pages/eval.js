@@ -7,30 +7,49 @@ import { ACTIVE, MAIN_METRIC, progressCell } from "./evals.js";
 
 // Columns after the quality metrics, in this order (evals/metrics.py latency_summary, runner.aggregate).
 const COST = ["latency_ms_p50", "latency_ms_p99", "tokens_mean", "tokens_total", "items"];
-const json = (value) => JSON.stringify(value ?? {});
+const LABELS = { latency_ms_p50: "p50 latency", latency_ms_p99: "p99 latency", tokens_mean: "tokens / item", tokens_total: "tokens", items: "items" };
+// Lower is better for these: a negative delta is an improvement.
+const LOWER_BETTER = new Set(["latency_ms_p50", "latency_ms_p99", "tokens_mean", "tokens_total"]);
 
 function table(id, caption, head, rows) {
   return h(
     "div",
     { class: "table-wrap" },
-    h("table", { id }, caption ? h("caption", {}, caption) : null, h("thead", {}, h("tr", {}, head.map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, rows)),
+    h("table", { id }, caption ? h("caption", {}, caption) : null, h("thead", {}, h("tr", {}, head.map((t) => h("th", { scope: "col" }, LABELS[t] ?? t)))), h("tbody", {}, rows)),
   );
 }
 
-const value = (name, v) => (v === undefined || v === null ? "—" : COST.includes(name) ? fmt.num(v, name.startsWith("latency") || name === "tokens_mean" ? 1 : 0) : fmt.score(v));
+function value(name, v) {
+  if (v === undefined || v === null) return "—";
+  if (name.startsWith("latency")) return fmt.ms(v);
+  if (name === "tokens_mean") return fmt.num(v, 1);
+  return COST.includes(name) ? fmt.num(v) : fmt.score(v);
+}
 
-/** Mean metrics per variant: quality metrics (main first), then latency and tokens. */
+/** Quality metrics with the kind's main one first, then latency and tokens. */
+function ordered(names, main) {
+  const quality = names.filter((n) => !COST.includes(n)).sort((a, b) => (a === main ? -1 : b === main ? 1 : a.localeCompare(b)));
+  return [...quality, ...COST.filter((n) => names.includes(n))];
+}
+
+/** {"mode": "hybrid", "hybrid": {"alpha": 0.5}} -> "mode=hybrid · hybrid.alpha=0.5" */
+function overridesText(obj, prefix = "") {
+  const parts = Object.entries(obj ?? {}).map(([k, v]) => (v && typeof v === "object" && !Array.isArray(v) ? overridesText(v, `${prefix}${k}.`) : `${prefix}${k}=${JSON.stringify(v).replace(/^"|"$/g, "")}`));
+  return parts.filter(Boolean).join(" · ");
+}
+
+const bestBadge = (label, best) => (label === best ? h("span", { class: "badge badge-succeeded best" }, "best") : null);
+
+/** Mean metrics per variant. */
 function metricsTable(run) {
   const variants = run.metrics?.variants ?? {};
   const labels = (run.config?.variants ?? []).map((v) => v.label).filter((l) => l in variants);
   for (const l of Object.keys(variants)) if (!labels.includes(l)) labels.push(l);
   if (!labels.length) return h("p", { class: "empty" }, ACTIVE.includes(run.status) ? "Metrics appear when the run finishes." : "No metrics.");
   const main = MAIN_METRIC[run.kind];
-  const names = [...new Set(labels.flatMap((l) => Object.keys(variants[l])))];
-  const quality = names.filter((n) => !COST.includes(n)).sort((a, b) => (a === main ? -1 : b === main ? 1 : a.localeCompare(b)));
-  const cols = [...quality, ...COST.filter((n) => names.includes(n))];
-  const overrides = Object.fromEntries((run.config?.variants ?? []).map((v) => [v.label, v.overrides]));
-  const best = run.metrics.sweep?.best;
+  // Retrieval runs spend no tokens: their token columns would be all zeros.
+  const names = [...new Set(labels.flatMap((l) => Object.keys(variants[l])))].filter((n) => !n.startsWith("tokens") || labels.some((l) => variants[l][n]));
+  const cols = ordered(names, main);
   return table(
     "eval-metrics",
     null,
@@ -39,7 +58,7 @@ function metricsTable(run) {
       h(
         "tr",
         { dataset: { variant: l } },
-        h("th", { scope: "row" }, l, l === best ? h("span", { class: "badge badge-succeeded best" }, "best") : null, overrides[l] && Object.keys(overrides[l]).length ? h("div", {}, h("code", { class: "args" }, json(overrides[l]))) : null),
+        h("th", { scope: "row", class: "nowrap" }, l, bestBadge(l, run.metrics.sweep?.best)),
         cols.map((n) => h("td", { class: `num${n === main ? " main" : ""}` }, value(n, variants[l][n]))),
       ),
     ),
@@ -59,9 +78,9 @@ async function sweepSection(run, ctx) {
   const rows = sweep.rows.map((r) =>
     h(
       "tr",
-      { dataset: { variant: r.label }, class: r.label === sweep.best ? "best-row" : null },
-      h("th", { scope: "row" }, r.label, r.label === sweep.best ? h("span", { class: "badge badge-succeeded best" }, "best") : null),
-      h("td", {}, h("code", { class: "args" }, json(r.overrides))),
+      { dataset: { variant: r.label } },
+      h("th", { scope: "row", class: "nowrap" }, r.label, bestBadge(r.label, sweep.best)),
+      h("td", {}, h("code", {}, overridesText(r.overrides) || "(defaults)")),
       h("td", { class: "num" }, fmt.score(r[sweep.metric])),
       h("td", { class: "num" }, fmt.ms(r.latency_ms_p50)),
       h("td", { class: "num" }, fmt.ms(r.latency_ms_p99)),
@@ -72,7 +91,8 @@ async function sweepSection(run, ctx) {
     "section",
     { class: "card", "aria-label": "Sweep" },
     h("h2", {}, "Sweep: quality against latency"),
-    h("div", { class: "sweep" }, table("eval-sweep", null, ["Setting", "Overrides", sweep.metric, "p50", "p99", "Pareto front"], rows), img),
+    table("eval-sweep", null, ["Setting", "Retrieval overrides", sweep.metric, "p50 latency", "p99 latency", "Pareto front"], rows),
+    img,
   );
 }
 
@@ -99,9 +119,12 @@ async function compareSection(run) {
           "eval-compare",
           `This run (${c.a.variant}) against the other (${c.b.variant}); delta = other − this`,
           ["Metric", "This", "Other", "Delta"],
-          Object.entries(c.deltas).map(([name, d]) =>
-            h("tr", {}, h("th", { scope: "row" }, name), h("td", { class: "num" }, value(name, mine[name])), h("td", { class: "num" }, value(name, mine[name] + d)), h("td", { class: `num ${d > 0 ? "up" : d < 0 ? "down" : ""}` }, `${d > 0 ? "+" : ""}${value(name, d)}`)),
-          ),
+          ordered(Object.keys(c.deltas), c.metric).map((name) => {
+            const d = c.deltas[name];
+            // Green where the other run is better: higher quality, lower latency and tokens.
+            const better = name === "items" || d === 0 ? "" : (d > 0) !== LOWER_BETTER.has(name) ? "up" : "down";
+            return h("tr", {}, h("th", { scope: "row" }, LABELS[name] ?? name), h("td", { class: "num" }, value(name, mine[name])), h("td", { class: "num" }, value(name, mine[name] + d)), h("td", { class: `num ${better}` }, `${d > 0 ? "+" : ""}${value(name, d)}`));
+          }),
         ),
       );
     } catch (err) {
