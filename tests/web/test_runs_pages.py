@@ -94,6 +94,7 @@ def test_evals_list_and_sweep_run_with_metrics_plot_and_compare(page, ui_url, se
     expect(page.locator("#eval-sweep tbody tr")).to_have_count(3)
     expect(page.locator("#eval-sweep tr[data-variant='hybrid a=0.5']")).to_contain_text("best")
     plot = page.locator("img.sweep-plot")
+    expect(plot).to_have_count(1)
     expect(plot).to_have_attribute("src", re.compile("^blob:"))
     page.wait_for_function("document.querySelector('img.sweep-plot').naturalWidth > 0")
 

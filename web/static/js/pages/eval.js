@@ -67,12 +67,14 @@ function metricsTable(run) {
 
 async function sweepSection(run, ctx) {
   const sweep = await api(`/v1/evals/${run.id}/sweep`);
-  // NOTE: an <img src> cannot send the API key; the plot is fetched like any call and shown from a blob.
-  const img = h("img", { class: "sweep-plot", alt: `${sweep.metric} against p50 latency per setting, Pareto front joined` });
+  // NOTE: an <img src> cannot send the API key; the plot is fetched like any call and shown from a
+  // blob URL, in place of a placeholder so that no broken image shows while it loads.
+  const img = h("p", { class: "muted sweep-plot" }, "Loading the plot…");
   api(`/v1/evals/${run.id}/sweep/plot?format=svg`, { as: "blob" })
     .then((blob) => {
-      img.src = URL.createObjectURL(blob);
-      ctx.onCleanup(() => URL.revokeObjectURL(img.src));
+      const url = URL.createObjectURL(blob);
+      ctx.onCleanup(() => URL.revokeObjectURL(url));
+      img.replaceWith(h("img", { class: "sweep-plot", src: url, alt: `${sweep.metric} against p50 latency per setting, Pareto front joined` }));
     })
     .catch((err) => img.replaceWith(notice("error", `Plot: ${errorText(err)}`)));
   const rows = sweep.rows.map((r) =>
