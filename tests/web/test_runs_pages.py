@@ -124,3 +124,29 @@ def test_failed_eval_shows_its_error(page, ui_url, seeded_runs):
     expect(page.locator("#eval-metrics")).to_have_count(0)
     expect(page.get_by_text("No metrics.")).to_be_visible()
     shot(page, "eval-failed")
+
+
+def test_a_run_started_from_the_form_shows_its_steps_as_they_happen(page, ui_url, corpus):
+    """The packaged model: the run page polls and steps appear live; the run either finishes within
+    two minutes or is cancelled from the page, and its row in the list follows."""
+    page.goto(f"{ui_url}/ui/#/agents")
+    page.get_by_label("Agent", exact=True).select_option("react")
+    page.get_by_label("Collection").select_option(label="web-qa")
+    page.get_by_label("Task", exact=True).fill("How often should the sensor batteries be replaced?")
+    page.get_by_role("button", name="Start run").click()
+    expect(page).to_have_url(re.compile(r"#/agent/[0-9a-f-]{36}$"), timeout=120_000)
+    run_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#run-trace > li").first).to_be_visible(timeout=120_000)  # appeared by polling
+    shot(page, "agent-run-live")
+    finished = page.locator("#run-summary dd .badge-completed, #run-summary dd .badge-failed")
+    try:
+        expect(finished).to_have_count(1, timeout=120_000)
+    except AssertionError:
+        page.get_by_role("button", name="Cancel run").click()
+        expect(page.locator("#run-summary")).to_contain_text("cancelled", timeout=30_000)
+    expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
+    shot(page, "agent-run-live-finished")
+    page.get_by_role("link", name="← all agent runs").click()
+    expect(page.locator(f"#agent-runs tr[data-id='{run_id}']")).not_to_have_attribute(
+        "data-status", "running"
+    )

@@ -38,8 +38,16 @@ function answerCard(run) {
   );
 }
 
+/** Usage so far from the trace's model calls: the run's own `usage` is written when a segment ends. */
+function traceUsage(trace) {
+  const llm = (trace ?? []).filter((s) => s.type === "llm");
+  const sum = (k) => llm.reduce((n, s) => n + (s.usage?.[k] ?? 0), 0);
+  const calls = (trace ?? []).filter((s) => s.type === "tool_call").length;
+  return { prompt_tokens: sum("prompt_tokens"), completion_tokens: sum("completion_tokens"), llm_calls: llm.length, tool_calls: calls };
+}
+
 function summary(run) {
-  const usage = run.usage ?? {};
+  const usage = Object.keys(run.usage ?? {}).length ? run.usage : traceUsage(run.trace);
   const items = [
     ["Status", badge(run.status)],
     ["Agent", run.agent],
