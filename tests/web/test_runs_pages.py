@@ -112,6 +112,17 @@ def test_running_eval_shows_progress_polls_and_can_be_cancelled(page, ui_url, se
     expect(page.locator(".eval-progress")).to_contain_text("evaluating: 30%")
     expect(page.locator(".eval-progress progress")).to_have_attribute("value", "0.3")
     shot(page, "eval-running")
+    # The page polls while the run works, and stops once the route changes.
+    run_url = f"{ui_url}/v1/evals/{seeded_runs['eval_running']}"
+    with page.expect_request(run_url, timeout=10_000):
+        pass
+    polls: list[str] = []
+    page.on("request", lambda r: polls.append(r.url) if r.url == run_url else None)
+    page.get_by_role("link", name="← all evaluations").click()
+    expect(page.locator("#eval-runs")).to_be_visible()
+    page.wait_for_timeout(4500)
+    assert polls == [], f"the run page still polls after leaving it: {polls}"
+    page.go_back()
     page.get_by_role("button", name="Cancel run").click()
     expect(page.locator("#eval-summary")).to_contain_text("cancelled")
     expect(page.locator(".eval-progress")).to_have_count(0)

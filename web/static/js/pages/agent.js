@@ -2,7 +2,7 @@
 // While it is queued or running the page polls it, so that steps appear as the agent takes them.
 
 import { api } from "../api.js";
-import { badge, clear, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
 import { ACTIVE, clip, tokens } from "./agents.js";
 import { citationHref } from "./ask.js";
 
@@ -127,8 +127,7 @@ export async function render(root, ctx) {
   const body = h("div", { class: "run" });
   const status = h("div", { "aria-live": "polite" });
   const headActions = h("div", { class: "head-actions" });
-  let timer;
-  ctx.onCleanup(() => clearTimeout(timer));
+  const schedule = poller(ctx);
 
   async function cancel(button) {
     button.disabled = true;
@@ -152,8 +151,7 @@ export async function render(root, ctx) {
       answerCard(run),
       h("section", { class: "card", "aria-label": "Trace" }, h("h2", {}, `Trace (${run.trace?.length ?? 0} steps)`), traceList(run.trace)),
     );
-    clearTimeout(timer);
-    if (ACTIVE.includes(run.status)) timer = setTimeout(poll, 1000);
+    schedule(ACTIVE.includes(run.status) ? poll : null, 1000);
   }
 
   async function poll() {
@@ -161,7 +159,7 @@ export async function render(root, ctx) {
       draw(await api(`/v1/agents/runs/${id}`));
     } catch (err) {
       clear(status, notice("error", errorText(err)));
-      timer = setTimeout(poll, 3000); // a hiccup (restart, network) should not end the live view
+      schedule(poll, 3000); // a hiccup (restart, network) should not end the live view
     }
   }
 

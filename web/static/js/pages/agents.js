@@ -2,7 +2,7 @@
 // opens its page (pages/agent.js), where its steps appear as they happen.
 
 import { api } from "../api.js";
-import { badge, clear, collectionPicker, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { badge, clear, collectionPicker, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
 
 export const ACTIVE = ["queued", "running"];
 const KINDS = { react: "ReAct", rewoo: "ReWOO", plan_execute: "Plan and execute" };
@@ -75,16 +75,15 @@ async function startForm() {
 
 export async function render(root, ctx) {
   const list = h("section", { "aria-label": "Agent runs" });
-  let timer;
-  ctx.onCleanup(() => clearTimeout(timer));
+  const schedule = poller(ctx);
 
   async function load() {
-    clearTimeout(timer);
+    schedule();
     try {
       const { data } = await api("/v1/agents/runs?limit=100");
       clear(list, runsTable(data));
       // While some run works, its row follows it.
-      if (data.some((r) => ACTIVE.includes(r.status))) timer = setTimeout(load, 2000);
+      if (data.some((r) => ACTIVE.includes(r.status))) schedule(load, 2000);
     } catch (err) {
       clear(list, notice("error", errorText(err)));
     }

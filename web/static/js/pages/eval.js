@@ -2,7 +2,7 @@
 // quality-vs-latency table and plot, and a comparison with another run of the same kind.
 
 import { api } from "../api.js";
-import { badge, clear, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
 import { ACTIVE, MAIN_METRIC, progressCell } from "./evals.js";
 
 // Columns after the quality metrics, in this order (evals/metrics.py latency_summary, runner.aggregate).
@@ -155,8 +155,7 @@ export async function render(root, ctx) {
   const status = h("div", { "aria-live": "polite" });
   const title = h("h1", {});
   const headActions = h("div", { class: "head-actions" });
-  let timer;
-  ctx.onCleanup(() => clearTimeout(timer));
+  const schedule = poller(ctx);
 
   async function cancel(button) {
     button.disabled = true;
@@ -182,8 +181,7 @@ export async function render(root, ctx) {
     if (!active && run.metrics?.sweep) parts.push(await sweepSection(run, ctx).catch((err) => notice("error", errorText(err))));
     if (run.status === "succeeded") parts.push(await compareSection(run).catch((err) => notice("error", errorText(err))));
     clear(body, parts);
-    clearTimeout(timer);
-    if (active) timer = setTimeout(poll, 2000);
+    schedule(active ? poll : null, 2000);
   }
 
   async function poll() {
@@ -191,7 +189,7 @@ export async function render(root, ctx) {
       await draw(await api(`/v1/evals/${id}`));
     } catch (err) {
       clear(status, notice("error", errorText(err)));
-      timer = setTimeout(poll, 4000);
+      schedule(poll, 4000);
     }
   }
 

@@ -2,7 +2,7 @@
 // Runs are started by the CLI or POST /v1/evals, not here.
 
 import { api } from "../api.js";
-import { badge, clear, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
 
 export const ACTIVE = ["queued", "running"];
 // The metric each kind is judged by (evals/metrics.py MAIN_METRIC).
@@ -50,15 +50,14 @@ function runsTable(runs) {
 
 export async function render(root, ctx) {
   const list = h("section", { "aria-label": "Evaluation runs" });
-  let timer;
-  ctx.onCleanup(() => clearTimeout(timer));
+  const schedule = poller(ctx);
 
   async function load() {
-    clearTimeout(timer);
+    schedule();
     try {
       const runs = await api("/v1/evals?limit=100");
       clear(list, runsTable(runs));
-      if (runs.some((r) => ACTIVE.includes(r.status))) timer = setTimeout(load, 2000);
+      if (runs.some((r) => ACTIVE.includes(r.status))) schedule(load, 2000);
     } catch (err) {
       clear(list, notice("error", errorText(err)));
     }
