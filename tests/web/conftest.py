@@ -144,3 +144,12 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def seeded_runs(session_factory, corpus) -> dict:
+    """Agent and evaluation runs of the default tenant (auth off), written directly so that the
+    pages can be checked without a model; their JSON has the shape the real code writes."""
+    from tests.web.runs_data import seed_runs
+
+    return seed_runs(session_factory, corpus)

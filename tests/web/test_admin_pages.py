@@ -76,10 +76,15 @@ def test_jobs_list_links_to_live_job(page, ui_url, corpus):
 
 
 @pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["wide", "narrow"])
-def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, viewport):
+def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, seeded_runs, viewport):
     page.set_viewport_size(viewport)
     handbook = corpus["documents"]["handbook.md"]["id"]
-    for name in [*PAGES, f"document/{handbook}"]:
+    details = [
+        f"document/{handbook}",
+        f"agent/{seeded_runs['agent_answered']}",
+        f"eval/{seeded_runs['eval_sweep']}",
+    ]
+    for name in [*PAGES, *details]:
         page.goto(f"{ui_url}/ui/#/{name}")
         expect(page.locator("main h1")).to_be_visible()
         expect(page.locator(".loading")).to_have_count(0)

@@ -30,14 +30,15 @@ async function fail(response) {
   throw err;
 }
 
-/** JSON in, JSON out; `form` sends multipart (uploads). Throws ApiError with the server's message. */
-export async function api(path, { method = "GET", json, form, signal } = {}) {
+/** JSON in, JSON out (`as: "blob"` or "text" for other bodies, e.g. images an <img> could not fetch
+ * with the key); `form` sends multipart (uploads). Throws ApiError with the server's message. */
+export async function api(path, { method = "GET", json, form, signal, as = "json" } = {}) {
   const init = { method, signal, headers: headers(json ? { "Content-Type": "application/json" } : {}) };
   if (json !== undefined) init.body = JSON.stringify(json);
   if (form !== undefined) init.body = form;
   const response = await fetch(path, init);
   if (!response.ok) await fail(response);
-  return response.status === 204 ? null : response.json();
+  return response.status === 204 ? null : response[as]();
 }
 
 /** POST `json` and call onEvent(event) for each server-sent event's data, until the stream ends. */

@@ -13,8 +13,10 @@ const PAGES = {
   jobs: "./pages/jobs.js",
   metrics: "./pages/metrics.js",
   keys: "./pages/keys.js",
-  agents: "./pages/runs.js",
-  evals: "./pages/runs.js",
+  agents: "./pages/agents.js",
+  agent: "./pages/agent.js",
+  evals: "./pages/evals.js",
+  eval: "./pages/eval.js",
 };
 
 const view = document.getElementById("view");
@@ -30,7 +32,8 @@ function parseHash() {
 async function route(event) {
   for (const fn of cleanups.splice(0)) fn();
   const { page, args, query } = parseHash();
-  const nav = page === "document" ? "documents" : page;
+  // A detail page lights up its list's navigation entry.
+  const nav = { document: "documents", agent: "agents", eval: "evals" }[page] ?? page;
   for (const a of document.querySelectorAll("#nav a")) {
     if (a.getAttribute("href") === `#/${nav}`) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");

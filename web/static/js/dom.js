@@ -121,3 +121,18 @@ export async function collectionPicker(preferred, onChange) {
   );
   return { el, collection: chosen, collections };
 }
+
+/** schedule(fn, ms) runs fn later, replacing what was scheduled; schedule() only cancels. Once the
+ * route changes nothing runs, also when a request in flight then tries to schedule the next poll. */
+export function poller(ctx) {
+  let timer;
+  let stopped = false;
+  ctx.onCleanup(() => {
+    stopped = true;
+    clearTimeout(timer);
+  });
+  return (fn, ms) => {
+    clearTimeout(timer);
+    if (fn && !stopped) timer = setTimeout(fn, ms);
+  };
+}

@@ -4,7 +4,7 @@
 import { stream } from "../api.js";
 import { add, clear, collectionPicker, errorText, fmt, h, notice, pageHeader } from "../dom.js";
 
-const citationHref = (c) => `#/document/${c.document_id}?chunk=${c.chunk_id}&start=${c.char_start}&end=${c.char_end}`;
+export const citationHref = (c) => `#/document/${c.document_id}?chunk=${c.chunk_id}&start=${c.char_start}&end=${c.char_end}`;
 
 /** The answer's text with every [n] turned into a link to citation n. */
 function linkedAnswer(answer, citations) {

@@ -1,0 +1,255 @@
+"""Agent and evaluation runs for the browser tests, inserted as rows. Shapes follow the code that
+writes them: trace steps from agents/graphs/common.py `emit` (llm, tool_call, tool_result, plan,
+answer, stopped), citations from agents/qa/sources.py, eval metrics from evals/runner.py
+`aggregate` / `_finish` and the sweep table from evals/sweep.py `sweep_table`."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from api.deps import DEFAULT_TENANT_ID
+from core.database import session_scope
+from core.models import AgentRun, Chunk, EvalItem, EvalRun, JobStatus
+
+T0 = time.time() - 60
+
+
+def _call(name: str, arguments: dict, call_id: str) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments, "error": None}
+
+
+def _llm(node: str, calls: list[dict], at: float, prompt: int = 380, completion: int = 30) -> dict:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    return {
+        "type": "llm",
+        "node": node,
+        "usage": usage,
+        "ms": 812.4,
+        "finish_reason": "tool_calls",
+        "tool_calls": calls,
+        "at": at,
+    }
+
+
+def _agent_runs(chunk: Chunk) -> dict[str, AgentRun]:
+    source = {
+        "number": 1,
+        "chunk_id": str(chunk.id),
+        "document_id": str(chunk.document_id),
+        "title": "handbook.md",
+        "source_id": "handbook.md",
+        "page": None,
+        "char_start": chunk.char_start,
+        "char_end": chunk.char_end,
+        "score": 0.82,
+    }
+    search = _call("search", {"query": "sensor battery replacement"}, "call_1")
+    final = _call("final_answer", {"answer": "Every eighteen months [1].", "sources": [1]}, "call_2")
+    answered = AgentRun(
+        agent="react",
+        status="completed",
+        input="How often should the sensor batteries be replaced?",
+        tools=["search", "read", "calculator"],
+        trace=[
+            _llm("agent", [search], T0 + 1),
+            {"type": "tool_call", **search, "at": T0 + 1.1},
+            {
+                "type": "tool_result",
+                "id": "call_1",
+                "name": "search",
+                "output": f"[1] handbook.md: {chunk.text}",
+                "at": T0 + 1.4,
+            },
+            _llm("agent", [final], T0 + 2.5, prompt=520, completion=24),
+            {"type": "answer", "answer": "Every eighteen months [1].", "citations": [source], "at": T0 + 2.6},
+        ],
+        answer="Every eighteen months [1].",
+        citations=[source],
+        usage={"prompt_tokens": 900, "completion_tokens": 54, "llm_calls": 2, "tool_calls": 1},
+        finish_reason="answered",
+        active_s=2.6,
+        finished_at=datetime.now(UTC),
+    )
+    ticket = _call("lookup_ticket", {"ticket": "ZX-42"}, "call_7")
+    waiting = AgentRun(
+        agent="rewoo",
+        status="requires_action",
+        input="Is ticket ZX-42 about the gateway's amber light?",
+        tools=["search"],
+        client_tools=[{"type": "function", "function": {"name": "lookup_ticket", "parameters": {}}}],
+        plan=[{"id": "E1", "tool": "lookup_ticket", "input": "ZX-42"}],
+        trace=[
+            _llm("planner", [], T0 + 1),
+            {
+                "type": "plan",
+                "plan": [{"id": "E1", "tool": "lookup_ticket", "input": "ZX-42"}],
+                "at": T0 + 1.2,
+            },
+            {"type": "tool_call", **ticket, "at": T0 + 1.3},
+        ],
+        required_action={"type": "requires_action", "tool_calls": [ticket]},
+        usage={"prompt_tokens": 380, "completion_tokens": 30, "llm_calls": 1},
+        active_s=1.3,
+    )
+    failed = AgentRun(
+        agent="plan_execute",
+        status="failed",
+        input="Summarise the maintenance section.",
+        trace=[
+            _llm("planner", [], T0 + 1),
+            {
+                "type": "stopped",
+                "finish_reason": "error",
+                "detail": "the planner wrote no valid plan (length)",
+                "at": T0 + 1.5,
+            },
+        ],
+        usage={"prompt_tokens": 380, "completion_tokens": 30, "llm_calls": 1},
+        finish_reason="error",
+        detail="the planner wrote no valid plan (length)",
+        active_s=1.5,
+        finished_at=datetime.now(UTC),
+    )
+    return {"answered": answered, "waiting": waiting, "failed": failed}
+
+
+def _variant(ndcg: float, p50: float, items: int = 3) -> dict:
+    return {
+        "ndcg@10": ndcg,
+        "recall@10": min(1.0, ndcg + 0.1),
+        "recall@100": 1.0,
+        "mrr@10": ndcg,
+        "map": ndcg - 0.05,
+        "latency_ms_p50": p50,
+        "latency_ms_p99": p50 * 1.8,
+        "tokens_total": 0,
+        "tokens_mean": 0.0,
+        "items": items,
+    }
+
+
+def _eval_runs(collection_id: str) -> dict[str, EvalRun]:
+    variants = [
+        {"label": "dense", "overrides": {"mode": "dense"}},
+        {"label": "hybrid a=0.5", "overrides": {"mode": "hybrid", "hybrid": {"alpha": 0.5}}},
+        {"label": "hybrid a=0.8", "overrides": {"mode": "hybrid", "hybrid": {"alpha": 0.8}}},
+    ]
+    by_variant = {
+        "dense": _variant(0.61, 14.2),
+        "hybrid a=0.5": _variant(0.74, 21.5),
+        "hybrid a=0.8": _variant(0.7, 19.0),
+    }
+    rows = [
+        {
+            "label": v["label"],
+            "overrides": v["overrides"],
+            "ndcg@10": by_variant[v["label"]]["ndcg@10"],
+            "latency_ms_p50": by_variant[v["label"]]["latency_ms_p50"],
+            "latency_ms_p99": by_variant[v["label"]]["latency_ms_p99"],
+            "pareto": v["label"] != "hybrid a=0.8",
+        }
+        for v in variants
+    ]
+    sweep = {"metric": "ndcg@10", "x": "latency_ms_p50", "rows": rows, "best": "hybrid a=0.5"}
+    common = {
+        "kind": "retrieval",
+        "collection_id": uuid.UUID(collection_id),
+        "dataset": {"path": "scifact-mini", "format": "beir", "split": "test"},
+    }
+    return {
+        "sweep": EvalRun(
+            name="alpha sweep",
+            status=JobStatus.succeeded,
+            config={"variants": variants},
+            progress={"stage": "done"},
+            items_total=9,
+            items_done=9,
+            metrics={"variants": by_variant, **by_variant["dense"], "sweep": sweep},
+            attempts=1,
+            **common,
+        ),
+        "baseline": EvalRun(
+            name="dense baseline",
+            status=JobStatus.succeeded,
+            config={"variants": [{"label": "base", "overrides": {}}]},
+            progress={"stage": "done"},
+            items_total=3,
+            items_done=3,
+            metrics={"variants": {"base": _variant(0.55, 12.0)}, **_variant(0.55, 12.0)},
+            attempts=1,
+            **common,
+        ),
+        # heartbeat_at stays NULL: the worker's recovery never takes this run over.
+        "running": EvalRun(
+            name="nightly answers",
+            kind="answer",
+            status=JobStatus.running,
+            dataset={"path": "faq", "format": "jsonl"},
+            config={"variants": [{"label": "base", "overrides": {}}]},
+            progress={"stage": "evaluating"},
+            items_total=10,
+            items_done=3,
+            metrics={},
+            attempts=1,
+        ),
+        "failed": EvalRun(
+            name="broken dataset",
+            kind="retrieval",
+            status=JobStatus.failed,
+            dataset={"path": "missing"},
+            config={"variants": [{"label": "base", "overrides": {}}]},
+            progress={"stage": "preparing"},
+            metrics={},
+            attempts=3,
+            error="EvalInputError: no corpus.jsonl in missing",
+        ),
+    }
+
+
+def _items(run: EvalRun, variant: str, scores: list[float]) -> list[EvalItem]:
+    return [
+        EvalItem(
+            run_id=run.id,
+            tenant_id=DEFAULT_TENANT_ID,
+            variant=variant,
+            item_key=f"q{i}",
+            query=f"question {i}",
+            output={"ranked": [[f"doc-{i}", 1.0]]},
+            metrics={"ndcg@10": s, "recall@10": 1.0, "recall@100": 1.0, "mrr@10": s, "map": s},
+            latency_ms=15.0,
+            tokens=0,
+        )
+        for i, s in enumerate(scores)
+    ]
+
+
+def seed_runs(session_factory, corpus: dict) -> dict[str, str]:
+    handbook = corpus["documents"]["handbook.md"]["id"]
+    with session_scope(session_factory) as session:
+        chunks = session.scalars(
+            select(Chunk).where(Chunk.document_id == uuid.UUID(handbook)).order_by(Chunk.ordinal)
+        )
+        chunk = next((c for c in chunks if "batteries" in c.text), None)
+        assert chunk is not None, "the handbook has a chunk about batteries"
+        agents = _agent_runs(chunk)
+        evals = _eval_runs(corpus["collection"]["id"])
+        for row in (*agents.values(), *evals.values()):
+            row.tenant_id = DEFAULT_TENANT_ID
+            session.add(row)
+        session.flush()
+        for label, scores in [
+            ("dense", [0.5, 0.6, 0.73]),
+            ("hybrid a=0.5", [0.7, 0.8, 0.72]),
+            ("hybrid a=0.8", [0.7, 0.7, 0.7]),
+        ]:
+            session.add_all(_items(evals["sweep"], label, scores))
+        session.add_all(_items(evals["baseline"], "base", [0.4, 0.6, 0.65]))
+        ids = {f"agent_{k}": str(v.id) for k, v in agents.items()}
+        ids |= {f"eval_{k}": str(v.id) for k, v in evals.items()}
+        ids["chunk"] = str(chunk.id)
+        ids["document"] = handbook
+    return ids
