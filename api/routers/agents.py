@@ -185,6 +185,7 @@ async def submit_tool_outputs(
     run_id: uuid.UUID, body: ToolOutputsBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
     """Give the outputs of the client tool calls a run is waiting for; the run resumes."""
+    await ready_runner(state)  # NOTE: before any session: its first use may create tables (DDL waits)
     with state.sessions() as session:
         run = _run_or_404(session, tenant, run_id)
         action = run.required_action or {}
@@ -209,6 +210,7 @@ async def review_plan(
     run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
     """Approve (no `plan`) or replace the plan of a run paused for review; the run resumes."""
+    await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)
     with state.sessions() as session:
         run = _run_or_404(session, tenant, run_id)
         if run.status != WAITING or (run.required_action or {}).get("type") != "review_plan":
@@ -226,11 +228,12 @@ async def review_plan(
 @router.post("/runs/{run_id}/cancel")
 async def cancel_run(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
     """Stop a run that is working or waiting; it ends with finish_reason `cancelled`."""
+    runner = await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)
     with state.sessions() as session:
         run = _run_or_404(session, tenant, run_id)
         if run.finished_at is not None:
             raise ApiError(409, "run_finished", f"run {run_id} already finished ({run.finish_reason})")
-        await (await ready_runner(state)).cancel(run, session)
+        await runner.cancel(run, session)
         session.refresh(run)
         return run_dict(run)
 

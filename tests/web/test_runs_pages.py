@@ -3,7 +3,6 @@ compare. Runs are inserted as rows (tests/web/runs_data.py) so that no model is 
 
 import re
 
-import httpx
 import pytest
 
 from tests.web.conftest import SKIP_NO_PLAYWRIGHT, shot
@@ -49,11 +48,7 @@ def test_agent_runs_list_links_to_a_run_with_its_trace_and_citations(page, ui_ur
 
 
 def test_agent_run_waiting_for_a_client_tool_shows_the_call_and_can_be_cancelled(page, ui_url, seeded_runs):
-    # NOTE: the agent runner's first use in a process sets up the checkpoint tables (CREATE INDEX
-    # CONCURRENTLY); the cancel route does that while holding a transaction open and, on a fresh
-    # database, waits on itself. A start refused for an unknown collection readies the runner first.
-    warm = httpx.post(f"{ui_url}/v1/agents/runs", json={"input": "x", "collections": ["no-such"]}, timeout=60)
-    assert warm.status_code == 404, warm.text
+    # (Cancel may be the agent runner's first use in this process: it sets up its tables first.)
     page.goto(f"{ui_url}/ui/#/agent/{seeded_runs['agent_waiting']}")
     pending = page.locator("#run-pending")
     expect(pending).to_contain_text("Waiting for client tool outputs")
