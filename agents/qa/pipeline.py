@@ -27,6 +27,7 @@ from agents.qa.quote import (
     Similarity,
     assemble,
     candidates,
+    first_choices,
     parse_quote,
     quote_grammar,
     quote_max_tokens,
@@ -209,11 +210,12 @@ class AskPipeline:
             out[0].fallback = "no source sentence can be quoted"
             return
         enforced = getattr(self.backend, "enforces_grammar", False)
+        opening = first_choices(cands, s.quote_first_margin) if self.similarity is not None else None
         params = self._params(
             request,
             max_tokens=quote_max_tokens(cands, s.quote_max_sentences, self.backend.count_tokens),
             structured_output=StructuredOutputSpec(
-                "grammar", ebnf=quote_grammar(cands, s.quote_max_sentences)
+                "grammar", ebnf=quote_grammar(cands, s.quote_max_sentences, opening)
             ),
         )
         messages = build_messages(request.question, sources, history, QUOTE_INSTRUCTIONS)

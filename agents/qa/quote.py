@@ -81,12 +81,14 @@ def _literal(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def quote_grammar(cands: list[Candidate], max_sentences: int) -> str:
-    """EBNF whose sentences are 1..max_sentences distinct candidates, in order, space-separated."""
+def quote_grammar(cands: list[Candidate], max_sentences: int, first: set[int] | None = None) -> str:
+    """EBNF whose sentences are 1..max_sentences distinct candidates, in order, space-separated;
+    the first one among the candidates numbered in `first` (default: any)."""
     if not cands:
         raise ValueError("quote grammar needs at least one candidate")
     n, m = len(cands), max(1, max_sentences)
-    lines = [f"root ::= {' | '.join(f'r{i}_{m}' for i in range(n))}"]
+    starts = [i for i in range(n) if first is None or i in first] or list(range(n))
+    lines = [f"root ::= {' | '.join(f'r{i}_{m}' for i in starts)}"]
     for i, cand in enumerate(cands):
         lines.append(f"c{i} ::= {_literal(cand.text)} {_literal(f' [{cand.source.number}]')}")
         for left in range(1, m + 1):
@@ -118,6 +120,19 @@ def parse_quote(text: str, cands: list[Candidate]) -> list[Candidate] | None:
                 return None
             pos += 1
     return out or None
+
+
+def first_choices(cands: list[Candidate], margin: float) -> set[int]:
+    """The candidates an answer may open with: those scoring within `margin` of the best.
+
+    NOTE: left free, the packaged 135M generator chose its first sentence mostly by its first word
+    (on the demo corpus it opened with a chunking sentence for a KV-cache question whose answer
+    scored 0.66 against 0.40); the embedding ranking picks the opening, the model the rest.
+    """
+    if not cands:
+        return set()
+    top = max(c.score for c in cands)
+    return {i for i, c in enumerate(cands) if c.score >= top - margin}
 
 
 def select_by_similarity(cands: list[Candidate], max_sentences: int, margin: float) -> list[Candidate]:

@@ -251,6 +251,6 @@ def requeue_document(document_id: uuid.UUID, session: SessionDep, state: StateDe
     # The outbox: if this send fails, the reaper sends the job.
     session.get(IngestionJob, doc.job_id).enqueued_at = None
     session.commit()
+    queued = DocumentOut.model_validate(doc)  # read before sending: a worker may start on it at once
     send_job(state.celery, state.sessions, state.settings, doc.job_id, ids)
-    session.refresh(doc)
-    return DocumentOut.model_validate(doc)
+    return queued

@@ -46,6 +46,12 @@ class QASettings(BaseModel):
         default=16, ge=1, le=64, description="Source sentences closest to the question offered to quote mode."
     )
     quote_max_sentences: int = Field(default=3, ge=1, le=8, description="Most sentences of a quoted answer.")
+    quote_first_margin: float = Field(
+        default=0.1,
+        ge=0,
+        description="Quote mode: the answer opens with a sentence the embedding model scores within this "
+        "of the best candidate (the small generator picks openings poorly); later sentences are free.",
+    )
     quote_fallback_margin: float = Field(
         default=0.05,
         description="Without grammar support: the best sentence and those this close to it in similarity.",

@@ -16,7 +16,7 @@ from xgrammar.testing import _is_grammar_accept_string
 
 from agents.qa.claims import check_claims
 from agents.qa.pipeline import AskPipeline, AskRequest
-from agents.qa.quote import Candidate, candidates, parse_quote, quote_grammar
+from agents.qa.quote import Candidate, candidates, first_choices, parse_quote, quote_grammar
 from agents.qa.sentences import sentence_spans
 from agents.qa.sources import Source
 from agents.qa.verify import engine_verifier
@@ -89,6 +89,20 @@ def test_quote_grammar_accepts_only_whole_candidates_in_order():
     assert not _is_grammar_accept_string(grammar, first.replace("12 March", "13 March"))
     assert parse_quote(f"{first} {third}", cands) == [cands[0], cands[2]]
     assert parse_quote(f"{first} and more", cands) is None
+
+
+def test_the_opening_sentence_is_one_the_embedding_model_ranks_near_the_best():
+    source = make_sources()[0]
+    scores = (0.3, 0.7, 0.65)
+    cands = [Candidate(source, a, b, s) for (a, b), s in zip(sentence_spans(ZEPHYR), scores, strict=True)]
+    assert first_choices(cands, 0.1) == {1, 2}
+    grammar = xgr.Grammar.from_ebnf(quote_grammar(cands, 2, first_choices(cands, 0.1)))
+    first, second, third = (c.rendered() for c in cands)
+    assert not _is_grammar_accept_string(grammar, first)  # ranked 0.4 below the best
+    assert not _is_grammar_accept_string(grammar, f"{first} {second}")
+    assert _is_grammar_accept_string(grammar, second)
+    assert _is_grammar_accept_string(grammar, f"{second} {third}")
+    assert _is_grammar_accept_string(grammar, third)
 
 
 def test_quote_answer_is_verbatim_source_sentences_streaming_too(settings, engine, similarity):
