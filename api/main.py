@@ -28,6 +28,7 @@ from api.routers import (
     models,
     search,
     tenant,
+    tenants,
 )
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
@@ -114,6 +115,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         chat.router,
         keys.router,
         tenant.router,
+        tenants.router,
         agents.router,
         eval_data.router,
         evals.router,

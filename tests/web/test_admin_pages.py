@@ -1,6 +1,7 @@
 """Keys, auth, metrics, jobs and every page's layout in the browser."""
 
 import re
+import uuid
 
 import httpx
 import pytest
@@ -32,6 +33,20 @@ def test_create_a_key_shown_once_then_revoke_it(page, ui_url):
     page.reload()
     assert key not in page.content()  # the list never shows a key again, only its prefix
     shot(page, "keys-revoked")
+
+
+def test_the_operator_creates_a_tenant_whose_key_sees_only_its_own_tenant(page, ui_url, strict_url):
+    page.goto(f"{ui_url}/ui/#/keys")
+    name = f"team-{uuid.uuid4().hex[:6]}"
+    page.get_by_label("Tenant name").fill(name)
+    page.get_by_role("button", name="Create tenant").click()
+    key = page.locator("#new-tenant-key").input_value()
+    expect(page.locator(f"#tenants-table tr[data-tenant='{name}']")).to_contain_text("1")
+    shot(page, "tenant-created")
+    headers = {"authorization": f"Bearer {key}"}
+    assert httpx.get(f"{strict_url}/v1/tenant", headers=headers).json()["name"] == name
+    assert httpx.get(f"{strict_url}/v1/collections", headers=headers).json() == []
+    assert httpx.get(f"{strict_url}/v1/admin/tenants", headers=headers).status_code == 403  # not the operator
 
 
 def test_with_auth_required_a_wrong_key_is_refused_and_a_valid_one_admitted(page, strict_url, tenant_key):

@@ -1,4 +1,5 @@
-// API keys of the current tenant: create (the key is shown once), list, revoke.
+// API keys of the current tenant: create (the key is shown once), list, revoke; and, for the
+// operator, tenants.
 
 import { api } from "../api.js";
 import { clear, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
@@ -104,8 +105,63 @@ export async function render(root) {
   await load();
   root.append(
     pageHeader("API keys"),
-    h("p", { class: "muted" }, `Keys of tenant “${tenant.name}”. A key acts as its tenant on every endpoint; operators create keys for other tenants with `, h("code", {}, "groundwork keys create NAME --tenant T"), "."),
+    h("p", { class: "muted" }, `Keys of tenant “${tenant.name}”. A key acts as its tenant on every endpoint.`),
     form,
     list,
+    await tenantsSection(),
   );
+}
+
+/** Tenants, for the operator (admin keys of the default tenant): list, and create with a first admin
+ * key. Other callers get 403 from the API and see nothing here. */
+async function tenantsSection() {
+  let tenants;
+  try {
+    tenants = await api("/v1/admin/tenants");
+  } catch (err) {
+    if (err.status === 403) return null;
+    throw err;
+  }
+  const table = h("div", { class: "table-wrap" });
+  const show = (rows) =>
+    clear(
+      table,
+      h(
+        "table",
+        { id: "tenants-table" },
+        h("thead", {}, h("tr", {}, ["Tenant", "Live keys", "Created"].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, rows.map((t) => h("tr", { dataset: { tenant: t.name } }, h("th", { scope: "row" }, t.name), h("td", {}, String(t.live_keys)), h("td", {}, fmt.time(t.created_at))))),
+      ),
+    );
+  show(tenants);
+  const name = h("input", { id: "tenant-name", name: "tenant", required: true, maxlength: 200, placeholder: "e.g. team-search" });
+  const created = h("div", { "aria-live": "polite" });
+  const form = h(
+    "form",
+    { class: "card" },
+    h("h2", {}, "New tenant"),
+    h("div", { class: "field inline" }, h("label", { for: "tenant-name" }, "Tenant name"), name, h("button", { type: "submit", class: "primary" }, "Create tenant")),
+    created,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const tenant = await api("/v1/admin/tenants", { method: "POST", json: { name: name.value.trim() } });
+      name.value = "";
+      const value = h("input", { id: "new-tenant-key", readonly: true, value: tenant.key, class: "secret", "aria-label": "The new tenant's admin key" });
+      clear(
+        created,
+        h(
+          "div",
+          { class: "notice notice-ok", role: "status" },
+          h("p", {}, h("strong", {}, `Tenant “${tenant.name}” created with an admin key. Copy it now: it is not shown again.`)),
+          h("div", { class: "field inline" }, value, h("button", { type: "button", class: "secondary", onclick: () => (value.select(), navigator.clipboard?.writeText(tenant.key)) }, "Copy")),
+        ),
+      );
+      show(await api("/v1/admin/tenants"));
+    } catch (err) {
+      clear(created, notice("error", errorText(err)));
+    }
+  });
+  return h("section", { "aria-label": "Tenants" }, h("h2", {}, "Tenants"), form, table);
 }
