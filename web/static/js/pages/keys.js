@@ -4,6 +4,21 @@
 import { api } from "../api.js";
 import { clear, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
 
+/** A new secret, shown in `where` once (the API never returns it again), selected for copying. */
+function shownOnce(where, message, secret, id, label) {
+  const value = h("input", { id, readonly: true, value: secret, class: "secret", "aria-label": label });
+  clear(
+    where,
+    h(
+      "div",
+      { class: "notice notice-ok", role: "status" },
+      h("p", {}, h("strong", {}, `${message} Copy it now: it is not shown again.`)),
+      h("div", { class: "field inline" }, value, h("button", { type: "button", class: "secondary", onclick: () => (value.select(), navigator.clipboard?.writeText(secret)) }, "Copy")),
+    ),
+  );
+  value.select();
+}
+
 export async function render(root) {
   const tenant = await api("/v1/tenant");
   const list = h("section", { "aria-label": "API keys" });
@@ -86,17 +101,7 @@ export async function render(root) {
       const chosen = scopes.filter((box) => box.checked).map((box) => box.value);
       const key = await api("/v1/admin/keys", { method: "POST", json: { name: name.value.trim(), scopes: chosen } });
       name.value = "";
-      const value = h("input", { id: "new-key", readonly: true, value: key.key, class: "secret", "aria-label": "The new key" });
-      clear(
-        created,
-        h(
-          "div",
-          { class: "notice notice-ok", role: "status" },
-          h("p", {}, h("strong", {}, `Key “${key.name}” created. Copy it now: it is not shown again.`)),
-          h("div", { class: "field inline" }, value, h("button", { type: "button", class: "secondary", onclick: () => (value.select(), navigator.clipboard?.writeText(key.key)) }, "Copy")),
-        ),
-      );
-      value.select();
+      shownOnce(created, `Key “${key.name}” created.`, key.key, "new-key", "The new key");
       await load();
     } catch (err) {
       clear(created, notice("error", errorText(err)));
@@ -148,16 +153,7 @@ async function tenantsSection() {
     try {
       const tenant = await api("/v1/admin/tenants", { method: "POST", json: { name: name.value.trim() } });
       name.value = "";
-      const value = h("input", { id: "new-tenant-key", readonly: true, value: tenant.key, class: "secret", "aria-label": "The new tenant's admin key" });
-      clear(
-        created,
-        h(
-          "div",
-          { class: "notice notice-ok", role: "status" },
-          h("p", {}, h("strong", {}, `Tenant “${tenant.name}” created with an admin key. Copy it now: it is not shown again.`)),
-          h("div", { class: "field inline" }, value, h("button", { type: "button", class: "secondary", onclick: () => (value.select(), navigator.clipboard?.writeText(tenant.key)) }, "Copy")),
-        ),
-      );
+      shownOnce(created, `Tenant “${tenant.name}” created with an admin key.`, tenant.key, "new-tenant-key", "The new tenant's admin key");
       show(await api("/v1/admin/tenants"));
     } catch (err) {
       clear(created, notice("error", errorText(err)));
