@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -63,6 +63,13 @@ def classify(exc: BaseException) -> ApiError:
         return exc
     if isinstance(exc, InvalidRequestError):
         return ApiError(400, "invalid_request", str(exc))
+    if isinstance(exc, DataError):
+        # NOTE: Postgres refused a value the request carried (a NUL byte in text, a number out of its
+        # column's range) that validation let through: the client's input, so a 400 that says why.
+        reason = str(exc.orig or exc).splitlines()[0]
+        return ApiError(
+            400, "invalid_value", f"a value in the request cannot be stored or compared: {reason}"
+        )
     if isinstance(exc, EngineOverloadedError):
         retry = max(1, round(exc.retry_after_s))
         return ApiError(

@@ -162,7 +162,7 @@ def list_documents(
     source_id: str | None = Query(default=None, description="Exact source id."),
     q: str | None = Query(default=None, description="Substring of the source id or title."),
     limit: int = Query(default=100, ge=1, le=1000),
-    offset: int = Query(default=0, ge=0),
+    offset: int = Query(default=0, ge=0, le=10_000_000),
 ):
     row = get_collection(session, tenant, collection)
     query = select(Document).where(Document.collection_id == row.id)
@@ -205,7 +205,7 @@ def list_chunks(
     session: SessionDep,
     tenant: CurrentTenant,
     limit: int = Query(default=100, ge=1, le=1000),
-    offset: int = Query(default=0, ge=0),
+    offset: int = Query(default=0, ge=0, le=10_000_000),
 ):
     doc = get_document(session, tenant, document_id)
     total = session.execute(select(func.count()).where(Chunk.document_id == doc.id)).scalar_one()

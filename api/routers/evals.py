@@ -107,7 +107,7 @@ def list_items(
     tenant: CurrentTenant,
     variant: str | None = None,
     limit: int = Query(default=100, ge=1, le=1000),
-    offset: int = Query(default=0, ge=0),
+    offset: int = Query(default=0, ge=0, le=10_000_000),
 ):
     """Per-item results: query, output (ranked ids with scores, or answer and citations), metrics."""
     run = _run(session, tenant, run_id)

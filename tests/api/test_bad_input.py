@@ -100,3 +100,13 @@ def test_tenants_cannot_name_models_outside_the_allowlist(client):
     rerank = {"rerank": {"enabled": True, "model": "/opt/ce"}}
     search = client.post(f"/v1/collections/{cid}/search", json={"query": "q", "options": rerank})
     assert search.status_code == 422 and search.json()["error"]["code"] == "model_not_allowed"
+
+
+def test_values_postgres_refuses_are_a_400_not_a_500(client):
+    """Found by the schemathesis run: a NUL byte in a name or task, an offset past bigint."""
+    nul = client.get("/v1/collections/a%00b/documents")
+    assert nul.status_code == 400 and "NUL" in nul.json()["error"]["message"], nul.text
+    run = client.post("/v1/agents/runs", json={"input": "find \u0000 this", "background": True})
+    assert run.status_code == 400 and run.json()["error"]["code"] == "invalid_value", run.text
+    far = client.get("/v1/collections/any/documents", params={"offset": 2**63})
+    assert far.status_code == 422, far.text
