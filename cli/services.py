@@ -46,7 +46,7 @@ def api() -> None:
     """Run the API (the database must be migrated)."""
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    database = open_database(settings)
+    database = open_database(settings, supervise=True)
     try:
         serve_api(settings, database)
     finally:
@@ -59,7 +59,7 @@ def worker(
     """Run a Celery worker consuming the platform's queue."""
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    database = open_database(settings)
+    database = open_database(settings, supervise=True)
     prepare_broker_tables(*broker_urls(settings, database.url))
     app = create_celery(settings, database.url)
     try:
@@ -89,7 +89,7 @@ def up() -> None:
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
     try:
-        database = open_database(settings)
+        database = open_database(settings, supervise=True)
         upgrade_database(database.url)
     except DatabaseNotReady as exc:
         _fail(str(exc))

@@ -4,8 +4,10 @@ data under the user's data dir so that it is reused across runs.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -61,3 +63,52 @@ def _get_server(pgserver, pgdata: Path, attempts: int = 10):
                 raise
             pgserver.PostgresServer._instances.pop(pgdata, None)
             time.sleep(1)
+
+
+class Supervisor:
+    """Restarts the embedded server when it stops under the platform (a crash, an OOM kill, an
+    operator's `pg_ctl stop`): checks every `interval_s`, restarts with the same data and socket.
+
+    The API answers 503 + Retry-After while the server is down and reconnects by itself once it is
+    back (the engine's pool pre-pings its connections); nothing else needs restarting.
+
+    NOTE: `stop()` must run before the handle's cleanup stops the server on purpose, or the
+    supervisor would start it again: `DatabaseHandle.close` and (atexit runs handlers last-registered
+    first) the exit hook registered here see to that.
+    """
+
+    def __init__(self, server, interval_s: float = 1.0) -> None:
+        self.server, self.interval_s = server, interval_s
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="embedded-pg-supervisor", daemon=True)
+        atexit.register(self.stop)
+
+    def start(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    def running(self) -> bool:
+        from pgserver.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(self.server.pgdata)
+        return info is not None and info.is_running() and info.status == "ready"
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(self.interval_s):
+            if self.running():
+                continue
+            log.warning("embedded postgres is not running: restarting it")
+            try:
+                with self.server._lock:  # pgserver's inter-process lock: one restarter at a time
+                    if not self._stopping.is_set():
+                        self.server.ensure_postgres_running()
+                        self.restarts += 1
+                log.warning("embedded postgres restarted")
+            except Exception:  # still down (e.g. recovering after a crash): try again next round
+                log.exception("restarting embedded postgres failed")
