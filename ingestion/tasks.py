@@ -30,6 +30,8 @@ def _context(app=None) -> PipelineContext:
     if pid not in _CONTEXTS:
         conf = (app or current_app).conf
         settings = conf.groundwork_settings
+        if settings.ingestion.worker_nice:
+            os.nice(settings.ingestion.worker_nice)  # once per process: this context is built once
         if settings.ingestion.torch_threads:
             import torch
 

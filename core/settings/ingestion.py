@@ -35,6 +35,13 @@ class IngestionSettings(BaseModel):
     )
     task_bytes: int = Field(default=8_000_000, description="Bytes of uploads per task message, at most.")
     device: str = Field(default="cpu", description="torch device of the worker's embedding model.")
+    worker_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="Niceness added to worker processes: on a machine shared with the API, bulk "
+        "ingestion yields the CPU to search and answers (0: same priority).",
+    )
     torch_threads: int | None = Field(
         default=None, description="torch intra-op threads in a worker process (None: torch's default)."
     )
