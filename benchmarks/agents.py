@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import random
-import re
 import tempfile
 import time
 import uuid
@@ -39,133 +38,53 @@ from agents.chat_model import AgentChatModel
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.tools import FINAL_ANSWER, ToolContext, final_answer_tool
+from evals.bfcl import BfclCase, ast_match, load_category
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 RESULTS = Path(__file__).parent / "results" / "agents.json"
 DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")  # created by migration 0001
 BFCL_CATEGORIES = ("live_simple", "live_multiple", "irrelevance")
-_TYPES = {"dict": "object", "float": "number", "tuple": "array"}
 console = Console()
 
 
 # --- BFCL ----------------------------------------------------------------------------------------
 
 
-def _schema(node):
-    """BFCL's Python type names -> JSON Schema (walking schema keywords, not property names)."""
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for key, value in node.items():
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _schema(prop) for name, prop in value.items()}
-        elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = _schema(value)
-        elif key == "type" and isinstance(value, str):
-            if value != "any":
-                out[key] = _TYPES.get(value, value)
-        elif key != "default":
-            out[key] = value
-    return out
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64]
-
-
-def load_bfcl(category: str, limit: int) -> list[dict]:
-    folder = EVAL / "bfcl-dev"
-    cases = [json.loads(line) for line in (folder / f"BFCL_v4_{category}.json").read_text().splitlines()]
-    answers = {}
-    gold_file = folder / "possible_answer" / f"BFCL_v4_{category}.json"
-    if gold_file.exists():
-        answers = {a["id"]: a["ground_truth"] for a in map(json.loads, gold_file.read_text().splitlines())}
+def load_bfcl(category: str, limit: int) -> list[BfclCase]:
+    cases = load_category(EVAL / "bfcl-dev", category)
     random.Random(0).shuffle(cases)
-    out = []
-    for case in cases[:limit]:
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": _safe(f["name"]),
-                    "description": f.get("description", "")[:500],
-                    "parameters": _schema(f["parameters"]),
-                },
-            }
-            for f in case["function"]
-        ]
-        out.append(
-            {
-                "id": case["id"],
-                "messages": case["question"][0],
-                "tools": tools,
-                "gold": answers.get(case["id"]),
-            }
-        )
-    return out
+    return cases[:limit]
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"[ ,./\-_*^]", "", text).lower()
-
-
-def _equal(value, allowed) -> bool:
-    if isinstance(allowed, str) and isinstance(value, str):
-        return _norm(value) == _norm(allowed)
-    if isinstance(allowed, bool) or isinstance(value, bool):
-        return value is allowed
-    if isinstance(allowed, int | float) and isinstance(value, int | float):
-        return float(value) == float(allowed)
-    if isinstance(allowed, list) and isinstance(value, list):
-        return len(allowed) == len(value) and all(_equal(v, a) for v, a in zip(value, allowed, strict=True))
-    if isinstance(allowed, dict) and isinstance(value, dict):
-        return all(_arg_ok(value, k, v) for k, v in allowed.items()) and set(value) <= set(allowed)
-    return value == allowed
-
-
-def _arg_ok(arguments: dict, name: str, allowed: list) -> bool:
-    if name not in arguments:
-        return "" in allowed
-    return any(_equal(arguments[name], a) for a in allowed if a != "" or arguments[name] == "")
-
-
-def ast_match(call, gold: list[dict]) -> bool:
-    """BFCL's AST rule for one call: right function, allowed values, required present, nothing extra."""
-    if call is None or not gold:
-        return False
-    name, args = next(iter(gold[0].items()))
-    if call.name != _safe(name) or set(call.arguments) - set(args):
-        return False
-    return all(_arg_ok(call.arguments, arg, allowed) for arg, allowed in args.items())
-
-
-async def bfcl(backend, limit: int) -> dict:
+async def bfcl(backend, limit: int, categories: list[str], free: bool) -> dict:
     results = {}
-    for constrained in (True, False):
+    for constrained in (True, False) if free else (True,):
         model = AgentChatModel(backend, max_tokens=512, constrained=constrained)
-        for category in BFCL_CATEGORIES:
+        for category in categories:
             rows = []
             for case in load_bfcl(category, limit):
-                tools = case["tools"] + (
+                tools = case.tools + (
                     [final_answer_tool()] if category == "irrelevance" and constrained else []
                 )
                 try:
-                    turn = await model.call(case["messages"], tools, "required")
+                    turn = await model.call(case.messages, tools, "required")
                 except Exception as exc:  # a schema xgrammar cannot compile counts as a failed case
-                    rows.append({"id": case["id"], "error": f"{type(exc).__name__}: {exc}"[:200]})
+                    rows.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"[:200]})
                     continue
                 calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER]
                 first = calls[0] if calls else None
                 rows.append(
                     {
-                        "id": case["id"],
+                        "id": case.id,
                         "called": bool(calls),
                         "valid": bool(calls) and all(c.error is None for c in calls),
                         "ast": category != "irrelevance"
                         and len(calls) == 1
-                        and ast_match(first, case["gold"]),
+                        and ast_match(first.name, first.arguments, case.gold),
                         "tokens": turn.usage.prompt_tokens + turn.usage.completion_tokens,
                         "ms": round(turn.ms),
+                        "finish_reason": turn.finish_reason,
+                        "call_errors": [c.error for c in calls if c.error],
                     }
                 )
             called = [r for r in rows if r.get("called")]
@@ -318,6 +237,10 @@ def main() -> None:
     parser.add_argument(
         "--distractors", type=int, default=200, help="Extra documents in the task collection."
     )
+    parser.add_argument("--categories", default=",".join(BFCL_CATEGORIES), help="BFCL categories.")
+    parser.add_argument(
+        "--free", action=argparse.BooleanOptionalAction, default=True, help="Also the unconstrained rows."
+    )
     parser.add_argument("--skip-bfcl", action="store_true")
     parser.add_argument("--skip-tasks", action="store_true")
     args = parser.parse_args()
@@ -340,7 +263,7 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:
-            report["bfcl"] = asyncio.run(bfcl(backend, args.limit))
+            report["bfcl"] = asyncio.run(bfcl(backend, args.limit, args.categories.split(","), args.free))
             RESULTS.write_text(json.dumps(report, indent=1))  # a long run keeps its first part
         if not args.skip_tasks:
             database = open_database(settings)

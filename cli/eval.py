@@ -19,9 +19,10 @@ from rich.table import Table
 from cli.http import ApiKey, ApiUrl, check_response, make_client
 
 app = typer.Typer(
-    help="Evaluation runs: retrieval and answer quality, sweeps, comparisons.", no_args_is_help=True
+    help="Evaluation runs: retrieval, answer and agent quality, sweeps, comparisons.", no_args_is_help=True
 )
 console = Console()
+DEFAULT_FORMAT = {"retrieval": "beir", "answer": "jsonl", "agent": "bfcl"}
 MAIN_COLUMNS = {
     "retrieval": ["ndcg@10", "recall@10", "recall@100", "mrr@10", "map", "latency_ms_p50", "latency_ms_p99"],
     "answer": [
@@ -33,6 +34,15 @@ MAIN_COLUMNS = {
         "no_answer_accuracy",
         "latency_ms_p50",
         "latency_ms_p99",
+        "tokens_total",
+    ],
+    "agent": [
+        "success",
+        "called",
+        "schema_valid",
+        "ast_accuracy",
+        "irrelevance_accuracy",
+        "latency_ms_p50",
         "tokens_total",
     ],
 }
@@ -135,8 +145,11 @@ ServerPath = typer.Option(None, help="A dataset already under <data_dir>/evals o
 @app.command()
 def run(
     dataset: Path | None = Dataset,
-    kind: str = typer.Option("retrieval", help="retrieval or answer."),
-    fmt: str = typer.Option(None, "--format", help="beir (retrieval), jsonl or pubmedqa (answer)."),
+    kind: str = typer.Option("retrieval", help="retrieval, answer or agent."),
+    fmt: str = typer.Option(
+        None, "--format", help="beir (retrieval), jsonl or pubmedqa (answer), bfcl (agent)."
+    ),
+    split: str = typer.Option("test", help="qrels split; pubmedqa: test or all; bfcl: the category."),
     server_path: str | None = ServerPath,
     collection: str | None = typer.Option(None, help="Evaluate this existing collection."),
     collection_name: str | None = typer.Option(None, help="Ingest the corpus into a new, kept collection."),
@@ -152,7 +165,7 @@ def run(
     body = {
         "kind": kind,
         "name": name,
-        "dataset": {"format": fmt or ("beir" if kind == "retrieval" else "jsonl")},
+        "dataset": {"format": fmt or DEFAULT_FORMAT.get(kind, "jsonl"), "split": split},
         "collection": collection,
         "collection_name": collection_name,
         "retrieval": json.loads(retrieval),

@@ -12,6 +12,8 @@ Formats:
   `answer` null or "" marks an unanswerable item (the right output is the no-answer reply);
   `gold_doc_ids` (source ids of documents) is optional. A `corpus.jsonl` beside it (BEIR corpus
   format) is ingested into the run's collection; without one, the run needs an existing collection.
+- `bfcl` (agents): a BFCL folder (`BFCL_v4_<category>.json` + `possible_answer/`, see evals/bfcl.py);
+  the split names the category (`live_simple`, `live_multiple`, `irrelevance`, ...).
 - `pubmedqa` (answers): PubMedQA's `ori_pqal.json` (+ `test_ground_truth.json` for the test split);
   the corpus is every instance's contexts (document id = PMID), each question's gold document is
   its own PMID and its reference answer the abstract's conclusion (`LONG_ANSWER`).
@@ -23,10 +25,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evals.bfcl import BfclCase, load_category
 from retrieval.beir import BeirDataset, load_beir
 from retrieval.corpus import CorpusDoc
 
-FORMATS = {"retrieval": ("beir",), "answer": ("jsonl", "pubmedqa")}
+FORMATS = {"retrieval": ("beir",), "answer": ("jsonl", "pubmedqa"), "agent": ("bfcl",)}
 
 
 class DatasetError(ValueError):
@@ -117,3 +120,15 @@ def _load_pubmedqa(path: Path, split: str) -> AnswerDataset:
     corpus = [CorpusDoc(pmid, " ".join(row["CONTEXTS"])) for pmid, row in data.items()]
     items = [AnswerItem(k, data[k]["QUESTION"], data[k]["LONG_ANSWER"], [k]) for k in keys]
     return AnswerDataset(items, corpus)
+
+
+def load_agent(path: Path, split: str) -> list[BfclCase]:
+    try:
+        cases = load_category(path if path.is_dir() else path.parent, split)
+    except (OSError, KeyError, IndexError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"not a BFCL folder ({type(exc).__name__}: {exc})") from None
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from None
+    if not cases:
+        raise DatasetError(f"BFCL category {split!r} holds no cases")
+    return cases

@@ -1,5 +1,6 @@
-"""Evaluating one item: a retrieval query against its judgements, or a question through the real
-/v1/ask pipeline (retrieve -> no-answer gate -> generate -> cite) against its reference."""
+"""Evaluating one item: a retrieval query against its judgements, a question through the real
+/v1/ask pipeline (retrieve -> no-answer gate -> generate -> cite) against its reference, or an
+agent's tool-call turn against BFCL's gold call."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from agents.chat_model import AgentChatModel
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
+from agents.tools import FINAL_ANSWER, final_answer_tool
 from core.models import Collection
 from core.settings import Settings
+from evals.bfcl import BfclCase, ast_match
 from evals.metrics import answer_metrics, retrieval_per_query
 from retrieval.beir import BeirDataset
 from retrieval.config import resolve_config
@@ -99,3 +103,51 @@ class AnswerEvaluator:
         }
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
         return ItemResult(item.question, output, metrics, tokens)
+
+
+class AgentEvaluator:
+    """One model turn of our agents (a required tool choice, `final_answer` among the tools, the
+    in-process engine constraining it by the schemas) on a BFCL case.
+
+    Metrics: `called` (a function other than final_answer), `schema_valid` (of a turn that called:
+    every call parses and validates), `ast_accuracy` (exactly one call, BFCL's AST rule), and for
+    cases without a gold call `irrelevance_accuracy` (no function called); `success` is the last
+    two together, `steps` the model turns.
+    """
+
+    def __init__(self, ctx, cases: dict[str, BfclCase], generation: dict) -> None:
+        self.ctx, self.cases = ctx, cases
+        self.max_tokens = generation.get("max_tokens") or 512
+
+    async def evaluate(self, session: Session, key: str) -> ItemResult:
+        case = self.cases[key]
+        model = AgentChatModel(self.ctx.chat_backend(), max_tokens=self.max_tokens)
+        turn = await model.call(case.messages, [*case.tools, final_answer_tool()], "required")
+        calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER]
+        called = bool(calls)
+        if case.gold:
+            correct = (
+                len(calls) == 1
+                and calls[0].error is None
+                and ast_match(calls[0].name, calls[0].arguments, case.gold)
+            )
+        else:
+            correct = not called
+        metrics = {
+            "success": float(correct),
+            "called": float(called),
+            "schema_valid": float(all(c.error is None for c in calls)) if called else None,
+            "ast_accuracy": float(correct) if case.gold else None,
+            "irrelevance_accuracy": None if case.gold else float(correct),
+            "steps": 1.0,
+        }
+        question = next((m["content"] for m in reversed(case.messages) if m.get("role") == "user"), "")
+        output = {
+            "calls": [c.as_dict() for c in turn.tool_calls],
+            "content": turn.content,
+            "gold": case.gold,
+            "finish_reason": turn.finish_reason,
+            "usage": turn.usage.as_dict(),
+        }
+        tokens = turn.usage.prompt_tokens + turn.usage.completion_tokens
+        return ItemResult(str(question)[:2000], output, metrics, tokens)

@@ -28,7 +28,7 @@ RETRIEVAL_MEASURES = {
     "mrr@10": ("recip_rank", "recip_rank", 10),
     "map": ("map", "map", None),
 }
-MAIN_METRIC = {"retrieval": "ndcg@10", "answer": "token_f1"}
+MAIN_METRIC = {"retrieval": "ndcg@10", "answer": "token_f1", "agent": "success"}
 
 
 def judged(qrels: Mapping[str, Mapping[str, int]]) -> list[str]:

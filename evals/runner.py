@@ -25,7 +25,7 @@ from core.database import session_scope
 from core.models import Collection, EvalItem, EvalRun, JobStatus
 from core.settings import Settings
 from evals import datasets as ds
-from evals.items import AnswerEvaluator, RetrievalEvaluator
+from evals.items import AgentEvaluator, AnswerEvaluator, RetrievalEvaluator
 from evals.metrics import latency_summary, mean_metrics
 from evals.prepare import ensure_collection
 from evals.sweep import sweep_table
@@ -124,6 +124,12 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
         evaluator_for = lambda collection, overrides: RetrievalEvaluator(  # noqa: E731
             ctx.settings, collection, overrides, data
         )
+    elif kind == "agent":
+        cases = {case.id: case for case in ds.load_agent(path, split)}
+        corpus, keys = None, list(cases)
+        evaluator_for = lambda collection, overrides: AgentEvaluator(  # noqa: E731
+            ctx, cases, config.get("generation", {})
+        )
     else:
         answers = ds.load_answers(path, dataset.get("format", "jsonl"), split)
         corpus = answers.corpus if config.get("ingest", True) else []
@@ -135,7 +141,10 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
     if config.get("max_items"):
         keys = keys[: config["max_items"]]
     variants = config.get("variants") or [{"label": "base", "overrides": {}}]
-    collection_id = ensure_collection(ctx, run_id, corpus, lambda s, **v: beat(s, run_id, **v))
+    # An agent run calls the model on the case's own functions: no collection.
+    collection_id = None
+    if corpus is not None:
+        collection_id = ensure_collection(ctx, run_id, corpus, lambda s, **v: beat(s, run_id, **v))
     with session_scope(ctx.sessions) as session:
         beat(session, run_id, items_total=len(keys) * len(variants), progress={"stage": "evaluating"})
         done = set(
@@ -143,9 +152,11 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
         )
         tenant_id = session.get(EvalRun, run_id).tenant_id
     for variant in variants:
-        with session_scope(ctx.sessions) as session:
-            collection = session.get(Collection, collection_id)
-            session.expunge(collection)
+        collection = None
+        if collection_id is not None:
+            with session_scope(ctx.sessions) as session:
+                collection = session.get(Collection, collection_id)
+                session.expunge(collection)
         evaluator = evaluator_for(collection, variant["overrides"])
         for key in keys:
             if (variant["label"], key) in done:

@@ -17,11 +17,6 @@ from evals.metrics import MAIN_METRIC
 from evals.sweep import expand_grid
 from retrieval.config import deep_merge, resolve_config
 
-AGENT_REFUSAL = (
-    "agent evaluations are not available as runs yet (agents are measured by `python -m "
-    "benchmarks.agents` meanwhile); use kind 'retrieval' or 'answer'"
-)
-
 
 class EvalInputError(ValueError):
     """A request that cannot become a run (the API answers 4xx with this message)."""
@@ -29,8 +24,10 @@ class EvalInputError(ValueError):
 
 class DatasetRef(BaseModel):
     path: str = Field(description="Relative to <data_dir>/evals/ (an upload's path, or a folder put there).")
-    format: Literal["beir", "jsonl", "pubmedqa"] = "beir"
-    split: str = Field(default="test", description="qrels/<split>.tsv; pubmedqa: test or all.")
+    format: Literal["beir", "jsonl", "pubmedqa", "bfcl"] = "beir"
+    split: str = Field(
+        default="test", description="qrels/<split>.tsv; pubmedqa: test or all; bfcl: the category."
+    )
 
 
 class Generation(BaseModel):
@@ -69,12 +66,14 @@ class EvalCreate(BaseModel):
 def create_run(
     session: Session, settings: Settings, tenant: uuid.UUID, body: EvalCreate, collection: Collection | None
 ) -> EvalRun:
-    if body.kind == "agent":
-        raise EvalInputError(AGENT_REFUSAL)
     if body.dataset.format not in ds.FORMATS[body.kind]:
         raise EvalInputError(f"a {body.kind} run takes a dataset in {', '.join(ds.FORMATS[body.kind])}")
+    if body.kind == "agent" and (collection or body.collection_name or body.retrieval or body.sweep):
+        raise EvalInputError("an agent run uses each case's own functions: no collection, retrieval or sweep")
     try:
-        ds.resolve_path(settings.data_dir, body.dataset.path)
+        path = ds.resolve_path(settings.data_dir, body.dataset.path)
+        if body.kind == "agent":
+            ds.load_agent(path, body.dataset.split)  # a missing category is a 4xx now, not a failed run
         variants = expand_grid(body.retrieval, body.sweep)
         for variant in variants:
             resolve_config(settings.retrieval, variant["overrides"])

@@ -135,7 +135,7 @@ def test_retrieval_run_sweep_compare_and_apply(client, celery_worker, session_fa
 def test_refusals_are_clear(client):
     path = upload_dataset(client, beir_files())
     agent = client.post("/v1/evals", json={"kind": "agent", "dataset": {"path": path}})
-    assert agent.status_code == 422 and "benchmarks.agents" in agent.json()["error"]["message"]
+    assert agent.status_code == 422 and "bfcl" in agent.json()["error"]["message"]
     outside = client.post("/v1/evals", json={"kind": "retrieval", "dataset": {"path": "../../etc"}})
     assert outside.status_code == 422 and "outside" in outside.json()["error"]["message"]
     wrong = client.post("/v1/evals", json={"kind": "answer", "dataset": {"path": path, "format": "beir"}})

@@ -6,7 +6,7 @@ import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../
 
 export const ACTIVE = ["queued", "running"];
 // The metric each kind is judged by (evals/metrics.py MAIN_METRIC).
-export const MAIN_METRIC = { retrieval: "ndcg@10", answer: "token_f1" };
+export const MAIN_METRIC = { retrieval: "ndcg@10", answer: "token_f1", agent: "success" };
 
 export function progressCell(run) {
   return [h("progress", { max: 1, value: run.fraction_done, "aria-label": `progress of ${run.name || run.id.slice(0, 8)}` }), ` ${run.items_done} / ${run.items_total}`];
