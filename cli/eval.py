@@ -32,6 +32,7 @@ MAIN_COLUMNS = {
         "citation_precision",
         "citation_recall",
         "no_answer_accuracy",
+        "faithfulness_model_judged",
         "latency_ms_p50",
         "latency_ms_p99",
         "tokens_total",
@@ -122,9 +123,13 @@ def start(
     if (dataset is None) == (server_path is None):
         raise typer.BadParameter("give a local DATASET or --server-path (under <data_dir>/evals)")
     path = upload(client, dataset) if dataset is not None else server_path
-    run = check_response(
-        client.post("/v1/evals", json={**body, "dataset": {**body.get("dataset", {}), "path": path}})
-    )
+    body = {**body, "dataset": {**body.get("dataset", {}), "path": path}}
+    if body.get("judge"):
+        cost = check_response(client.post("/v1/evals/estimate", json=body))
+        console.print(
+            f"model-judged faithfulness: ~{cost['judge_verdicts']} verdicts, ~{cost['judge_tokens']:,} tokens"
+        )
+    run = check_response(client.post("/v1/evals", json=body))
     console.print(f"eval run {run['id']} queued")
     return follow(client, run["id"]) if wait else run
 
@@ -155,6 +160,9 @@ def run(
     collection_name: str | None = typer.Option(None, help="Ingest the corpus into a new, kept collection."),
     retrieval: str = typer.Option("{}", help='Retrieval overrides as JSON, e.g. \'{"mode": "bm25"}\'.'),
     max_items: int | None = typer.Option(None, help="Evaluate only the first N items."),
+    judge: int = typer.Option(
+        0, help="Answer runs: judge faithfulness with the generator this many times (model-judged; 0: off)."
+    ),
     name: str = typer.Option("", help="A name for the run."),
     wait: bool = typer.Option(True, help="Follow progress until the run ends."),
     output: Path | None = typer.Option(None, help="Write the final run (JSON) here."),
@@ -170,6 +178,7 @@ def run(
         "collection_name": collection_name,
         "retrieval": json.loads(retrieval),
         "max_items": max_items,
+        "judge": {"repeats": judge} if judge else None,
     }
     with make_client(api_url, api_key) as client:
         _finish(start(client, body, dataset, server_path, wait), output)

@@ -15,6 +15,7 @@ from agents.tools import FINAL_ANSWER, final_answer_tool
 from core.models import Collection
 from core.settings import Settings
 from evals.bfcl import BfclCase, ast_match
+from evals.judge import judge_faithfulness
 from evals.metrics import answer_metrics, retrieval_per_query
 from retrieval.beir import BeirDataset
 from retrieval.config import resolve_config
@@ -64,9 +65,17 @@ class RetrievalEvaluator:
 
 
 class AnswerEvaluator:
-    def __init__(self, ctx, collection: Collection, overrides: dict, items: dict, generation: dict) -> None:
+    def __init__(
+        self,
+        ctx,
+        collection: Collection,
+        overrides: dict,
+        items: dict,
+        generation: dict,
+        judge: dict | None = None,
+    ) -> None:
         self.ctx, self.collection, self.items = ctx, collection, items
-        self.overrides, self.generation = overrides, generation
+        self.overrides, self.generation, self.judge = overrides, generation, judge
 
     async def evaluate(self, session: Session, key: str) -> ItemResult:
         item = self.items[key]
@@ -87,7 +96,8 @@ class AnswerEvaluator:
             seed=self.generation.get("seed", 0),
             cache_salt=str(self.collection.tenant_id),
         )
-        done = [e async for e in pipeline.run(request) if e["type"] == "done"][-1]
+        events = [e async for e in pipeline.run(request)]
+        done, sources = events[-1], events[0].get("sources", [])
         cited = list(dict.fromkeys(c.get("source_id") for c in done["citations"] if c.get("source_id")))
         metrics = answer_metrics(done["answer"], item.answer, not done["grounded"], cited, item.gold_docs)
         usage = done["usage"]
@@ -102,6 +112,13 @@ class AnswerEvaluator:
             "timings": done["timings"],
         }
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        if self.judge and done["grounded"]:
+            repeats, temperature = self.judge["repeats"], self.judge["temperature"]
+            judged = await judge_faithfulness(
+                backend, done["answer"], done["citations"], sources, repeats, temperature
+            )
+            output["judge_tokens"] = judged.pop("judge_tokens")
+            metrics = {**metrics, **judged}
         return ItemResult(item.question, output, metrics, tokens)
 
 

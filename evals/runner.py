@@ -136,7 +136,7 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
         by_key = {item.key: item for item in answers.items}
         keys = list(by_key)
         evaluator_for = lambda collection, overrides: AnswerEvaluator(  # noqa: E731
-            ctx, collection, overrides, by_key, config.get("generation", {})
+            ctx, collection, overrides, by_key, config.get("generation", {}), config.get("judge")
         )
     if config.get("max_items"):
         keys = keys[: config["max_items"]]

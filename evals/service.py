@@ -13,6 +13,7 @@ from core.models import Collection, EvalItem, EvalRun, JobStatus
 from core.settings import Settings
 from evals import datasets as ds
 from evals.compare import compare
+from evals.judge import SENTENCES_PER_ANSWER, estimate_tokens
 from evals.metrics import MAIN_METRIC
 from evals.sweep import expand_grid
 from retrieval.config import deep_merge, resolve_config
@@ -34,6 +35,13 @@ class Generation(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, le=4096)
     temperature: float = Field(default=0.0, ge=0, le=2)
     seed: int = 0
+
+
+class Judge(BaseModel):
+    """Model-judged faithfulness of answers (evals/judge.py): costs generator tokens, see estimate."""
+
+    repeats: int = Field(default=3, ge=1, le=10, description="Times each answer is judged (variance).")
+    temperature: float = Field(default=0.7, ge=0, le=2, description="Sampling temperature of the judge.")
 
 
 class EvalCreate(BaseModel):
@@ -61,6 +69,9 @@ class EvalCreate(BaseModel):
     )
     generation: Generation = Field(default_factory=Generation)
     max_items: int | None = Field(default=None, ge=1, description="Evaluate only the first N items.")
+    judge: Judge | None = Field(
+        default=None, description="Answer runs: also judge faithfulness with the generator (model-judged)."
+    )
 
 
 def create_run(
@@ -68,6 +79,8 @@ def create_run(
 ) -> EvalRun:
     if body.dataset.format not in ds.FORMATS[body.kind]:
         raise EvalInputError(f"a {body.kind} run takes a dataset in {', '.join(ds.FORMATS[body.kind])}")
+    if body.judge is not None and body.kind != "answer":
+        raise EvalInputError("judge applies to answer runs only")
     if body.kind == "agent" and (collection or body.collection_name or body.retrieval or body.sweep):
         raise EvalInputError("an agent run uses each case's own functions: no collection, retrieval or sweep")
     try:
@@ -98,6 +111,8 @@ def create_run(
             "collection_name": body.collection_name,
             "generation": body.generation.model_dump(),
             "max_items": body.max_items,
+            "judge": body.judge.model_dump() if body.judge else None,
+            "estimate": estimate(settings, body),
         },
         progress={"stage": "queued"},
         metrics={},
@@ -106,6 +121,25 @@ def create_run(
     session.add(run)
     session.flush()
     return run
+
+
+def estimate(settings: Settings, body: EvalCreate) -> dict:
+    """What a run will evaluate and, with a judge, roughly how many generator tokens judging costs
+    (shown before the run starts: POST /v1/evals/estimate, and kept in the run's config)."""
+    variants = len(expand_grid(body.retrieval, body.sweep))
+    out = {"variants": variants}
+    if body.kind == "answer":
+        try:
+            path = ds.resolve_path(settings.data_dir, body.dataset.path)
+            items = len(ds.load_answers(path, body.dataset.format, body.dataset.split).items)
+        except ValueError as exc:
+            raise EvalInputError(str(exc)) from None
+        items = min(items, body.max_items or items)
+        out["items"] = items * variants
+        if body.judge is not None:
+            out["judge_verdicts"] = items * variants * body.judge.repeats * SENTENCES_PER_ANSWER
+            out["judge_tokens"] = variants * estimate_tokens(items, body.judge.repeats)
+    return out
 
 
 def get_run(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> EvalRun | None:

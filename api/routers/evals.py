@@ -68,7 +68,7 @@ def create_eval(
     state: StateDep,
     tenant: CurrentTenant,
 ):
-    """Queue an evaluation run (retrieval or answer; the agent kind is refused: not built yet)."""
+    """Queue an evaluation run (retrieval, answer or agent)."""
     collection = get_collection(session, tenant, body.collection) if body.collection else None
     try:
         run = service.create_run(session, settings, tenant, body, collection)
@@ -77,6 +77,16 @@ def create_eval(
     session.commit()
     send_run(state.celery, settings, run.id)
     return _out(run)
+
+
+@router.post("/estimate")
+def estimate_eval(body: service.EvalCreate, settings: SettingsDep, tenant: CurrentTenant) -> dict:
+    """What a run with this body would evaluate and, with a judge, its estimated judging tokens;
+    creates nothing."""
+    try:
+        return service.estimate(settings, body)
+    except service.EvalInputError as exc:
+        raise ApiError(422, "invalid_eval", str(exc)) from None
 
 
 @router.get("", response_model=list[EvalOut])

@@ -36,7 +36,17 @@ def test_answer_run_scores_answers_citations_and_refusals(client, celery_worker)
         ("files", ("corpus.jsonl", corpus.encode())),
     ]
     path = upload_dataset(client, files)
-    body = {"kind": "answer", "dataset": {"path": path, "format": "jsonl"}, "generation": {"max_tokens": 48}}
+    body = {
+        "kind": "answer",
+        "dataset": {"path": path, "format": "jsonl"},
+        "generation": {"max_tokens": 48},
+        "judge": {"repeats": 2},
+    }
+    # The judge's cost is shown before anything runs, and asking creates nothing.
+    runs_before = len(client.get("/v1/evals").json())
+    estimate = client.post("/v1/evals/estimate", json=body).json()
+    assert estimate["items"] == 2 and estimate["judge_verdicts"] == 2 * 2 * 3 and estimate["judge_tokens"] > 0
+    assert len(client.get("/v1/evals").json()) == runs_before
     run = wait_run(client, create_run(client, **body)["id"], timeout=600)
     assert run["status"] == "succeeded", run["error"]
     by_key = {i["item_key"]: i for i in client.get(f"/v1/evals/{run['id']}/items").json()}
@@ -46,6 +56,12 @@ def test_answer_run_scores_answers_citations_and_refusals(client, celery_worker)
     assert release["output"]["cited_docs"][0] == "zephyr-release.txt"
     assert release["metrics"]["citation_recall"] == 1.0 and release["tokens"] > 0
     assert cake["metrics"]["no_answer_accuracy"] == 1.0 and cake["metrics"]["token_f1"] is None
+    # Model-judged faithfulness, labelled so, with its spread over the two judgings.
+    judged = release["metrics"]["faithfulness_model_judged"]
+    assert 0.0 <= judged <= 1.0 and release["metrics"]["faithfulness_model_judged_std"] >= 0.0
+    assert release["output"]["judge_tokens"] > 0
+    assert "faithfulness_model_judged" not in cake["metrics"]  # a refusal states nothing to judge
+    assert run["config"]["estimate"] == estimate
     metrics = run["metrics"]
     assert metrics["no_answer_accuracy"] == 1.0 and metrics["contains_gold"] == 1.0
     assert metrics["latency_ms_p99"] >= metrics["latency_ms_p50"] > 0 and metrics["tokens_total"] > 0
