@@ -241,7 +241,8 @@ async def run(args, settings, sessions, built: list) -> dict:
                     )
                     session.close()
         dump: list | None = [] if args.dump_claims else None
-        for label, mode, check in [] if args.sweep_only else RUNS:
+        runs = [r for r in RUNS if not args.only or r[1] == args.only]
+        for label, mode, check in [] if args.sweep_only else runs:
             config = variant(label, {}) if label == "before" else AFTER
             for set_name, (_, items) in sets.items():
                 pipeline, session = pipeline_for(
@@ -255,7 +256,7 @@ async def run(args, settings, sessions, built: list) -> dict:
                 session.close()
         if dump is not None:
             Path(args.dump_claims).write_text("".join(json.dumps(d) + "\n" for d in dump))
-        if not args.sweep_only and (DATA / "claim_labels.jsonl").exists():
+        if not args.sweep_only and not args.only and (DATA / "claim_labels.jsonl").exists():
             results["claim_labels"] = await label_agreement(backend, settings)
     finally:
         engine.shutdown()
@@ -314,6 +315,7 @@ def main() -> None:
     parser.add_argument("--corpus-size", type=int, default=150, help="PubMedQA abstracts indexed.")
     parser.add_argument("--sweep", action="store_true", help="Also run the retrieval variants.")
     parser.add_argument("--sweep-only", action="store_true", help="Only the retrieval variants.")
+    parser.add_argument("--only", choices=["quote", "generate"], help="Only the answer runs of this mode.")
     parser.add_argument("--dump-claims", help="Write generated sentences and their passages here (jsonl).")
     args = parser.parse_args()
     args.sweep = args.sweep or args.sweep_only

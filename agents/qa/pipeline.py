@@ -203,7 +203,9 @@ class AskPipeline:
         """Whole source sentences chosen by the model under the quote grammar; streamed as they
         are generated when the backend enforces grammars, else checked first (see quote.py)."""
         s = self.settings
-        cands = candidates(query, sources, s.quote_candidates, self.similarity)
+        cands = candidates(
+            query, sources, s.quote_candidates, self.similarity, s.quote_max_sources, s.quote_rank_weight
+        )
         if not cands:
             async for text in self._generate(request, sources, history, out):
                 yield text

@@ -53,9 +53,24 @@ def _quotable(text: str) -> bool:
 
 
 def candidates(
-    question: str, sources: list[Source], limit: int, similarity: Similarity | None = None
+    question: str,
+    sources: list[Source],
+    limit: int,
+    similarity: Similarity | None = None,
+    max_sources: int | None = None,
+    rank_weight: float = 0.0,
 ) -> list[Candidate]:
-    """The `limit` source sentences closest to the question, in reading order."""
+    """The `limit` source sentences closest to the question, in reading order, taken from the
+    `max_sources` sources whose best sentence scores highest (all sources when None).
+
+    A sentence scores its similarity to the question minus `rank_weight` per place its source
+    stands below the best in retrieval (`Source.rank`): retrieval saw the whole chunk, the sentence
+    score sees one sentence, and both carry evidence.
+
+    NOTE: one source by default. Offered sentences from every source, the packaged generator quoted
+    sentences from several and cited off-topic chunks (citation precision 46% on the pubmedqa dev
+    set, 17% on long_docs); the best-scoring source's own sentences hold the answer as often.
+    """
     pool: list[tuple[Source, int, int]] = []
     seen: set[str] = set()
     for source in sources:
@@ -72,8 +87,16 @@ def candidates(
     else:
         asked = content_words(question)
         scores = [len(asked & content_words(t)) / (len(asked) or 1) for t in texts]
-    best = sorted(range(len(pool)), key=lambda i: -scores[i])[:limit]
-    return [Candidate(*pool[i], score=float(scores[i])) for i in sorted(best)]
+    scores = [score - rank_weight * src.rank for score, (src, _, _) in zip(scores, pool, strict=True)]
+    keep = range(len(pool))
+    if max_sources is not None:
+        best: dict[int, float] = {}
+        for score, (source, _, _) in zip(scores, pool, strict=True):
+            best[id(source)] = max(best.get(id(source), score), score)
+        chosen = set(sorted(best, key=lambda k: -best[k])[:max_sources])
+        keep = [i for i in keep if id(pool[i][0]) in chosen]
+    best_first = sorted(keep, key=lambda i: -scores[i])[:limit]
+    return [Candidate(*pool[i], score=float(scores[i])) for i in sorted(best_first)]
 
 
 def _literal(text: str) -> str:

@@ -23,7 +23,7 @@ def relevance(hit: ResultChunk) -> float:
     return 1.0 if hit.scores.get("bm25", 0.0) > 0 else 0.0
 
 
-def to_source(hit: ResultChunk) -> Source:
+def to_source(hit: ResultChunk, rank: int) -> Source:
     return Source(
         number=0,  # set when the sources are laid out
         chunk_id=str(hit.chunk_id),
@@ -35,6 +35,7 @@ def to_source(hit: ResultChunk) -> Source:
         char_start=hit.char_start,
         char_end=hit.char_end,
         source_id=hit.source_id,
+        rank=rank,
     )
 
 
@@ -64,5 +65,5 @@ async def retrieve_sources(
     )
     ranked = [by_id[h.chunk_id] for h in fused]
     top_k = request.top_k or settings.qa.top_k
-    sources = [to_source(hit) for hit in ranked[:top_k]]
+    sources = [to_source(hit, rank) for rank, hit in enumerate(ranked[:top_k])]
     return expand_neighbors(session, sources, radius), timings

@@ -20,6 +20,7 @@ class Source:
     char_start: int | None = None
     char_end: int | None = None
     source_id: str = ""  # the document's source (file name, URL, id given at upload)
+    rank: int = 0  # place in the retrieval ranking, 0 = best (numbers follow the prompt's layout)
 
     def as_dict(self) -> dict:
         return {

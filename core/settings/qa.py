@@ -45,6 +45,19 @@ class QASettings(BaseModel):
     quote_candidates: int = Field(
         default=16, ge=1, le=64, description="Source sentences closest to the question offered to quote mode."
     )
+    quote_max_sources: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="Quote mode quotes sentences of this many sources: those whose best sentence scores "
+        "highest (one keeps citations on the answering chunk; raise it for questions spanning documents).",
+    )
+    quote_rank_weight: float = Field(
+        default=0.05,
+        ge=0,
+        description="Quote mode: a sentence's score loses this per place its source stands below the "
+        "best in retrieval.",
+    )
     quote_max_sentences: int = Field(default=3, ge=1, le=8, description="Most sentences of a quoted answer.")
     quote_first_margin: float = Field(
         default=0.1,

@@ -36,7 +36,7 @@ QUESTION = "When was Zephyr 4.2 released?"
 def make_sources() -> list[Source]:
     return [
         Source(1, "c1", "d1", "Zephyr release notes", ZEPHYR, 0.8, char_start=40, char_end=40 + len(ZEPHYR)),
-        Source(2, "c2", "d2", "Otters", OTTERS, 0.3),
+        Source(2, "c2", "d2", "Otters", OTTERS, 0.3, rank=1),
     ]
 
 
@@ -105,6 +105,19 @@ def test_the_opening_sentence_is_one_the_embedding_model_ranks_near_the_best():
     assert _is_grammar_accept_string(grammar, third)
 
 
+def test_quote_candidates_come_from_the_best_scoring_sources(similarity):
+    sources = make_sources()
+    everywhere = candidates(QUESTION, sources, 16, similarity)
+    assert {c.source.number for c in everywhere} == {1, 2}
+    best = candidates(QUESTION, sources, 16, similarity, max_sources=1)
+    assert {c.source.number for c in best} == {1} and len(best) == 3
+    # The retrieval rank counts too: a big enough penalty per place moves the choice to the
+    # first-ranked source even when the question is about the other one.
+    otters = "Why do sea otters hold hands?"
+    assert {c.source.number for c in candidates(otters, sources, 16, similarity, 1)} == {2}
+    assert {c.source.number for c in candidates(otters, sources, 16, similarity, 1, rank_weight=1.0)} == {1}
+
+
 def test_quote_answer_is_verbatim_source_sentences_streaming_too(settings, engine, similarity):
     pipeline = AskPipeline(retrieve, LocalChatBackend(engine), settings.qa, similarity)
     events = run(pipeline, answer_mode="quote")
@@ -115,7 +128,10 @@ def test_quote_answer_is_verbatim_source_sentences_streaming_too(settings, engin
     streamed = "".join(e["text"] for e in events if e["type"] == "token")
     assert len([e for e in events if e["type"] == "token"]) > 1  # token by token, not one block
     sources = make_sources()
-    cands = candidates(QUESTION, sources, settings.qa.quote_candidates, similarity)
+    qa = settings.qa
+    cands = candidates(
+        QUESTION, sources, qa.quote_candidates, similarity, qa.quote_max_sources, qa.quote_rank_weight
+    )
     assert parse_quote(streamed, cands) is not None, streamed  # the stream itself obeys the grammar
     # auto quotes with the packaged 135M generator
     assert run(pipeline)[-1]["answer_mode_used"] == "quote"
