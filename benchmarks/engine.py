@@ -13,7 +13,8 @@ Also: batch-1 decode speed of our engine next to the memory-bandwidth roofline (
 once per token). Writes benchmarks/results/engine.json and prints a table.
 `--spec` runs instead the speculative-decoding and prefix-cache section (benchmarks/engine_spec.py),
 `--features` the overheads of prefix caching at 0% hits and of JSON-schema grammars
-(benchmarks/engine_features.py).
+(benchmarks/engine_features.py), `--llamacpp` our engine on GGUF weights kept quantized against
+llama.cpp's server on the same file (benchmarks/engine_llamacpp.py; `--model` a GGUF path for another).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
 
-from benchmarks import engine_features, engine_spec
+from benchmarks import engine_features, engine_llamacpp, engine_spec
 from benchmarks.chat_prompts import PROMPTS
 from core.registry import resolve_model
 from core.settings import get_settings
@@ -188,6 +189,9 @@ def main(
     features: bool = typer.Option(
         False, help="Only the overheads of prefix caching at a 0% hit rate and of JSON-schema grammars."
     ),
+    llamacpp: bool = typer.Option(
+        False, help="Only our engine (GGUF kept quantized) against llama.cpp's llama-server, same file."
+    ),
 ) -> None:
     console = Console()
     if threads:
@@ -201,6 +205,10 @@ def main(
     if features:
         out = engine_features.RESULTS.with_suffix(".quick.json") if quick else engine_features.RESULTS
         engine_features.run(path, settings.model_cache_dir, quick, out)
+        return
+    if llamacpp:
+        out = engine_llamacpp.RESULTS.with_suffix(".quick.json") if quick else engine_llamacpp.RESULTS
+        engine_llamacpp.run(path, settings.model_cache_dir, quick, out, torch.get_num_threads())
         return
     if quick:
         requests, new_tokens = 8, 8

@@ -107,13 +107,16 @@ def serving(binary: Path, gguf: Path, threads: int, slots: int, context: int) ->
             proc.kill()
 
 
-async def complete(client: httpx.AsyncClient, url: str, prompt: list[int], n: int) -> list[float]:
-    """Stream one greedy completion of exactly `n` tokens; the arrival time of each token."""
+async def complete(
+    client: httpx.AsyncClient, url: str, prompt: list[int], n: int
+) -> tuple[list[float], list[int]]:
+    """Stream one greedy completion of exactly `n` tokens; the arrival time of each token, and the ids."""
     body = {
         "prompt": prompt, "n_predict": n, "ignore_eos": True, "temperature": 0, "stream": True,
         "cache_prompt": False, "return_tokens": True,
     }  # fmt: skip
     times: list[float] = []
+    ids: list[int] = []
     async with client.stream("POST", f"{url}/completion", json=body, timeout=None) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
@@ -121,7 +124,9 @@ async def complete(client: httpx.AsyncClient, url: str, prompt: list[int], n: in
                 continue
             event = json.loads(line[6:])
             now = time.perf_counter()
-            times += [now] * len(event.get("tokens") or ([1] if event.get("content") else []))
+            tokens = event.get("tokens") or []
+            ids += tokens
+            times += [now] * len(tokens or ([1] if event.get("content") else []))
             if event.get("stop"):
                 break
-    return times
+    return times, ids
