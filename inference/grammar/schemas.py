@@ -70,3 +70,43 @@ def _subschemas(schema: Any, path: str) -> Iterator[tuple[str, dict]]:
                 yield from _subschemas(sub, f"{path}/{key}/{i}")
         elif key in _SCHEMA_VALUES:
             yield from _subschemas(value, f"{path}/{key}")
+
+
+def _unsatisfiable(node: Any) -> str | None:
+    """Why no value can satisfy `node`, for the contradiction tool schemas in the wild contain:
+    `enum`/`const` values none of which has the declared `type` (BFCL: an array-typed parameter
+    with an enum of strings); None when it can be satisfied as far as this checks."""
+    if not isinstance(node, dict) or "type" not in node or not ("enum" in node or "const" in node):
+        return None
+    values = node.get("enum", [node.get("const")])
+    check = jsonschema.Draft202012Validator({"type": node["type"]})
+    if isinstance(values, list) and not any(check.is_valid(v) for v in values):
+        return f"none of its enum/const values is of type {node['type']}"
+    return None
+
+
+def drop_unsatisfiable(schema: Any, what: str) -> Any:
+    """`schema` without the optional properties no value can satisfy (an error for a required one).
+
+    NOTE: xgrammar compiles such a property to its enum alone, so a "constrained" call could carry a
+    value that fails the schema (seen on BFCL live_multiple); left out, it can never be emitted, and
+    every call stays valid by construction. Extra properties are then closed off explicitly.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        kept = {}
+        for name, sub in properties.items():
+            reason = _unsatisfiable(sub)
+            if reason is None:
+                kept[name] = drop_unsatisfiable(sub, f"{what}.{name}")
+            elif name in (schema.get("required") or []):
+                raise InvalidRequestError(f"{what}.{name} can never be satisfied: {reason}")
+        if len(kept) < len(properties):
+            out["additionalProperties"] = False
+        out["properties"] = kept
+    if isinstance(schema.get("items"), dict):
+        out["items"] = drop_unsatisfiable(schema["items"], f"{what}[]")
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 
 import xgrammar as xgr
 
-from inference.grammar.schemas import check_json_schema, unenforceable_constraints
+from inference.grammar.schemas import check_json_schema, drop_unsatisfiable, unenforceable_constraints
 from inference.protocol import InvalidRequestError
 
 TOOL_CALL_START = "<tool_call>"
@@ -59,6 +59,7 @@ def normalize_tools(tools: Any) -> tuple[dict[str, Any], ...]:
             raise InvalidRequestError(
                 f"{where}.function.parameters cannot be enforced: {'; '.join(problems)}"
             )
+        parameters = drop_unsatisfiable(parameters, f"{where}.function.parameters")
         normalized.append({"name": name, "parameters": parameters})
     return tuple(normalized)
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from inference.grammar import ToolCallParser, parse_structured_output, parse_tool_calls
+from inference.protocol import InvalidRequestError
 from tests.inference.grammar.random_model import Generation, generate
 
 pytestmark = pytest.mark.unit
@@ -158,3 +159,36 @@ def test_parallel_tool_calls_false_allows_one_call(service, smollm2_tokenizer):
     assert finished
     for output in finished:
         assert len(parse_tool_calls(output.text).tool_calls) == 1
+
+
+# BFCL live_multiple: an array parameter whose enum lists strings; no value satisfies it.
+SENSORS = {
+    "type": "object",
+    "properties": {
+        "timespan": {"type": "integer", "minimum": 1, "maximum": 9999},
+        "models": {"type": "array", "items": {"type": "string"}, "enum": ["MT10", "MT11"]},
+    },
+    "required": ["timespan"],
+}
+
+
+def test_a_property_no_value_satisfies_is_never_emitted(service, smollm2_tokenizer):
+    tools = [{"type": "function", "function": {"name": "sensors", "parameters": SENSORS}}]
+    spec = parse_structured_output({"tools": tools, "tool_choice": "required"})
+    grammars = [service.sequence_grammar(spec) for _ in range(16)]
+    bias = _eos_bias(service, smollm2_tokenizer)
+    outputs = generate(service, grammars, smollm2_tokenizer, max_tokens=140, seed=1, bias=bias)
+    finished = [o for o in outputs if o.finish_reason == "stop"]
+    assert len(finished) >= 8
+    for output in finished:
+        for call in parse_tool_calls(output.text).tool_calls:
+            arguments = json.loads(call["function"]["arguments"])
+            assert "models" not in arguments
+            jsonschema.validate(arguments, SENSORS)  # against the schema as the caller wrote it
+
+
+def test_a_required_property_no_value_satisfies_is_a_bad_request():
+    required = {**SENSORS, "required": ["timespan", "models"]}
+    tools = [{"type": "function", "function": {"name": "sensors", "parameters": required}}]
+    with pytest.raises(InvalidRequestError, match="models can never be satisfied"):
+        parse_structured_output({"tools": tools, "tool_choice": "required"})
