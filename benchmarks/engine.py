@@ -14,7 +14,8 @@ once per token). Writes benchmarks/results/engine.json and prints a table.
 `--spec` runs instead the speculative-decoding and prefix-cache section (benchmarks/engine_spec.py),
 `--features` the overheads of prefix caching at 0% hits and of JSON-schema grammars
 (benchmarks/engine_features.py), `--llamacpp` our engine on GGUF weights kept quantized against
-llama.cpp's server on the same file (benchmarks/engine_llamacpp.py; `--model` a GGUF path for another).
+llama.cpp's server on the same file (benchmarks/engine_llamacpp.py; `--model` a GGUF path for another),
+`--perplexity` the perplexity of GGUF weights kept quantized vs dequantised (engine_perplexity.py).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
 
-from benchmarks import engine_features, engine_llamacpp, engine_spec
+from benchmarks import engine_features, engine_llamacpp, engine_perplexity, engine_spec
 from benchmarks.chat_prompts import PROMPTS
 from core.registry import resolve_model
 from core.settings import get_settings
@@ -192,6 +193,9 @@ def main(
     llamacpp: bool = typer.Option(
         False, help="Only our engine (GGUF kept quantized) against llama.cpp's llama-server, same file."
     ),
+    perplexity: bool = typer.Option(
+        False, help="Only the perplexity of GGUF weights kept quantized vs dequantised to fp32."
+    ),
 ) -> None:
     console = Console()
     if threads:
@@ -205,6 +209,10 @@ def main(
     if features:
         out = engine_features.RESULTS.with_suffix(".quick.json") if quick else engine_features.RESULTS
         engine_features.run(path, settings.model_cache_dir, quick, out)
+        return
+    if perplexity:
+        out = engine_perplexity.RESULTS.with_suffix(".quick.json") if quick else engine_perplexity.RESULTS
+        engine_perplexity.run(path, settings.model_cache_dir, quick, out)
         return
     if llamacpp:
         out = engine_llamacpp.RESULTS.with_suffix(".quick.json") if quick else engine_llamacpp.RESULTS
