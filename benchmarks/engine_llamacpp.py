@@ -103,17 +103,23 @@ def run(gguf: Path, cache_dir: Path, quick: bool, out: Path, threads: int) -> No
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     workloads = _workloads(tokenizer, quick)
     cpu = {"device": torch.device("cpu"), "dtype": torch.float32}
-    config = EngineConfig.from_settings(get_settings().engine, gguf, cache_dir, gguf_quantized=True, **cpu)
+    # NOTE: speculation off: with `ignore_eos` a small model's output soon repeats itself, which our
+    # prompt-lookup proposals turn into free tokens; llama-server does not speculate by default.
+    config = EngineConfig.from_settings(
+        get_settings().engine, gguf, cache_dir, gguf_quantized=True, speculative="off", **cpu
+    )
     engine = AsyncLLMEngine(config)
     engine.start()
     results: dict[str, dict] = {}
     agree = ""
-    longest = max(len(p) + n for prompts, n in workloads.values() for p in prompts)
     try:
-        with llamacpp.serving(binary, gguf, threads, slots=32, context=32 * longest) as url:
-            asyncio.run(_ours(engine, workloads["decode_1"][0], 2))  # warm-up both
-            asyncio.run(_theirs(url, workloads["decode_1"][0], 2))
-            for i, (name, (prompts, n)) in enumerate(workloads.items()):
+        asyncio.run(_ours(engine, workloads["decode_1"][0], 2))  # warm-up
+        for i, (name, (prompts, n)) in enumerate(workloads.items()):
+            # One llama-server per workload, with as many slots as requests (each slot gets the
+            # context it needs): its KV cache is sized for the workload, as ours is paged.
+            longest = max(len(p) for p in prompts) + n
+            with llamacpp.serving(binary, gguf, threads, len(prompts), len(prompts) * longest) as url:
+                asyncio.run(_theirs(url, prompts[:1], 2))  # warm-up
                 order = ["ours", "llama.cpp"] if i % 2 == 0 else ["llama.cpp", "ours"]
                 row = {}
                 for system in order:

@@ -42,12 +42,13 @@ BULK = "bulk-ingest"
 
 def timed_requests(client: httpx.Client, searches: int, asks: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"search": [], "ask": []}
+    demo = next(c["id"] for c in client.get("/v1/collections").json() if c["name"] == DEMO_COLLECTION)
     for i in range(max(searches, asks)):
         question = QUESTIONS[i % len(QUESTIONS)]
         if i < searches:
             start = time.perf_counter()
             client.post(
-                f"/v1/collections/{DEMO_COLLECTION}/search", json={"query": question, "top_k": 10}
+                f"/v1/collections/{demo}/search", json={"query": question, "top_k": 10}
             ).raise_for_status()
             out["search"].append((time.perf_counter() - start) * 1000)
         if i < asks:
