@@ -75,7 +75,8 @@ def named_configs(alpha: float) -> dict[str, RetrievalConfig]:
         ),
         f"convex a={alpha}, 1000 each": convex(1000, 1000, 1),
         f"convex a={alpha}, 300 each": convex(300, 300, 2),
-        # The shipped default (convex, bm25 1000 + dense 100) with the alpha chosen here.
+        f"convex a={alpha}, 100 each": convex(100, 100, 4),
+        # The shipped default (RetrievalConfig()) with the alpha chosen here.
         f"default (alpha {alpha})": RetrievalConfig(
             fusion=RetrievalConfig().fusion.model_copy(update={"alpha": alpha})
         ),
