@@ -66,7 +66,13 @@ async def _theirs(url: str, prompts: list[list[int]], n: int) -> tuple[dict, lis
     async with httpx.AsyncClient() as client:
         start = time.perf_counter()
         results = await asyncio.gather(*(llamacpp.complete(client, url, p, n) for p in prompts))
-    return _summary(start, [times for times, _ in results]), [ids for _, ids in results]
+    summary = _summary(start, [times for times, _, _ in results])
+    # NOTE: decode speed from the server's own timings: ours is measured in-process, so the HTTP
+    # streaming of each token must not count against llama.cpp.
+    speeds = [t["predicted_per_second"] for _, _, t in results if t.get("predicted_per_second")]
+    if speeds:
+        summary["decode_tokens_per_s"] = sum(speeds) / len(speeds)
+    return summary, [ids for _, ids, _ in results]
 
 
 def _workloads(tokenizer, quick: bool) -> dict[str, tuple[list[list[int]], int]]:

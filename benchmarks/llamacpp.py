@@ -109,14 +109,16 @@ def serving(binary: Path, gguf: Path, threads: int, slots: int, context: int) ->
 
 async def complete(
     client: httpx.AsyncClient, url: str, prompt: list[int], n: int
-) -> tuple[list[float], list[int]]:
-    """Stream one greedy completion of exactly `n` tokens; the arrival time of each token, and the ids."""
+) -> tuple[list[float], list[int], dict]:
+    """Stream one greedy completion of exactly `n` tokens; the arrival time of each token, the ids,
+    and the server's own timings (`predicted_per_second`: decode speed without HTTP streaming)."""
     body = {
         "prompt": prompt, "n_predict": n, "ignore_eos": True, "temperature": 0, "stream": True,
         "cache_prompt": False, "return_tokens": True,
     }  # fmt: skip
     times: list[float] = []
     ids: list[int] = []
+    timings: dict = {}
     async with client.stream("POST", f"{url}/completion", json=body, timeout=None) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
@@ -128,5 +130,6 @@ async def complete(
             ids += tokens
             times += [now] * len(tokens or ([1] if event.get("content") else []))
             if event.get("stop"):
+                timings = event.get("timings") or {}
                 break
-    return times, ids
+    return times, ids, timings
