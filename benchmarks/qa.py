@@ -60,13 +60,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_platform(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")} | {
-        "GROUNDWORK_DATA_DIR": str(data_dir),
-        "GROUNDWORK_API_PORT": str(port),
-        "GROUNDWORK_CELERY_QUEUE": f"bench-qa-{port}",
-        "GROUNDWORK_LOG_LEVEL": "WARNING",
-    }
+def start_platform(data_dir: Path, port: int, settings_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`groundwork up` on `data_dir`: the caller's GROUNDWORK_* variables dropped, `settings_env` set."""
+    env = (
+        {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
+        | (settings_env or {})
+        | {
+            "GROUNDWORK_DATA_DIR": str(data_dir),
+            "GROUNDWORK_API_PORT": str(port),
+            "GROUNDWORK_CELERY_QUEUE": f"bench-qa-{port}",
+            "GROUNDWORK_LOG_LEVEL": "WARNING",
+        }
+    )
     log = (data_dir / "up.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "up"], env=env, cwd=ROOT, stdout=log, stderr=log

@@ -8,9 +8,10 @@ worker is busy throughout; the round checks that it still was when the requests 
 are sequential, one user's view; asks are short (32 tokens) so retrieval and prefill dominate.
 Target (issue 12): search and ask p95 with a bulk ingest running within 1.5x of unloaded.
 
-Overload: capacity = asks per second completed by 8 closed-loop clients; then asks arrive at twice
-that rate for `--overload-s` seconds. Target: the excess refused with 429/503 + Retry-After, nothing
-else failing, the platform alive, admitted asks' p99 within 2x of unloaded.
+Overload: capacity = asks per second completed by 8 closed-loop clients (refused ones retried after a
+pause); then asks arrive at twice that rate for `--overload-s` seconds. Target: the excess refused
+with 429/503 + Retry-After, nothing else failing, the platform alive, admitted asks' p99 within 2x
+of unloaded.
 Writes benchmarks/results/serving.json and prints a table.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import signal
 import tempfile
@@ -86,8 +86,10 @@ async def overload(base_url: str, seconds: float, clients: int = 8) -> dict:
         async def closed_loop(i: int) -> None:
             nonlocal done
             while time.perf_counter() < stop_at:
-                status, _, _ = await _ask(client, QUESTIONS[(i + done) % len(QUESTIONS)])
+                status, _, retry = await _ask(client, QUESTIONS[(i + done) % len(QUESTIONS)])
                 done += status == 200
+                if status != 200:
+                    await asyncio.sleep(float(retry or 1))
 
         start = time.perf_counter()
         await asyncio.gather(*(closed_loop(i) for i in range(clients)))
@@ -126,13 +128,19 @@ def main() -> None:
     parser.add_argument("--asks", type=int, default=6, help="Asks per phase.")
     parser.add_argument("--worker-nice", type=int, default=None, help="Override ingestion.worker_nice.")
     parser.add_argument("--overload-s", type=float, default=60, help="Seconds at 2x capacity (0: skip).")
+    parser.add_argument(
+        "--max-concurrent-answers", type=int, default=None, help="Set qa.max_concurrent_answers (admission)."
+    )
     args = parser.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="gw-bench-serving-"))
+    env = {}
     if args.worker_nice is not None:
-        os.environ["GROUNDWORK_INGESTION__WORKER_NICE"] = str(args.worker_nice)
+        env["GROUNDWORK_INGESTION__WORKER_NICE"] = str(args.worker_nice)
+    if args.max_concurrent_answers is not None:
+        env["GROUNDWORK_QA__MAX_CONCURRENT_ANSWERS"] = str(args.max_concurrent_answers)
     port = _free_port()
-    proc = start_platform(data_dir, port)
+    proc = start_platform(data_dir, port, env)
     phases = {p: {"search": [], "ask": []} for p in ("unloaded", "ingesting")}
     jobs = []
     try:

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
+from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
@@ -151,7 +152,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     session = state.sessions()
     scope_to_tenant(session, tenant)
-    events = charging(run_ask(state, session, tenant, body), meter)
+    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), meter)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:

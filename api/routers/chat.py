@@ -20,6 +20,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
@@ -181,7 +182,7 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
 async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    events = charging(_events(state, tenant, body), meter)
+    events = charging(admitted(_events(state, tenant, body), answer_slots(state)), meter)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 

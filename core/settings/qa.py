@@ -33,6 +33,12 @@ class QASettings(BaseModel):
         default=True, description="Rewrite follow-up questions into stand-alone queries using the history."
     )
     history_turns: int = Field(default=6, description="Prior messages of a conversation put in the prompt.")
+    max_concurrent_answers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Answers (ask, chat) generating at once per API process; more get 503 + Retry-After "
+        "at once instead of waiting in the engine's queue. Unset: no cap (the engine queue's own limit).",
+    )
     answer_mode: Literal["quote", "generate", "auto"] = Field(
         default="auto",
         description="quote: answers are verbatim source sentences chosen under a grammar; generate: the "

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
+import httpx
 import openai
 import pytest
 
 from tests.api.qa_corpus import QUESTION
+from tests.support.http import running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -119,3 +122,33 @@ def test_quote_mode_streams_verbatim_sentences_of_the_sources(client, qa_collect
     ).json()
     assert chat["answer_mode_used"] == "generate" and chat["claims"], chat
     assert {c["verdict"] for c in chat["claims"]} <= {"supported", "unsupported", "unknown"}
+
+
+def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa_collection):
+    """qa.max_concurrent_answers: one answer streaming holds the only slot; ask and chat get 503 +
+    Retry-After without waiting; once it ends, answers are admitted again."""
+    state = client.app.state.groundwork
+    saved = state.settings
+    capped = saved.qa.model_copy(update={"max_concurrent_answers": 1})
+    state.settings = saved.model_copy(update={"qa": capped})
+    ask = {"collection": "qa-docs", "question": QUESTION, "generation": {"max_tokens": 8}}
+    try:
+        # A real server: the test client would run the first answer to its end before returning.
+        with running(client.app) as base, httpx.Client(base_url=base, timeout=300) as http:
+            with http.stream("POST", "/v1/ask", json={**ask, "stream": True}) as first:
+                assert first.status_code == 200
+                lines = first.iter_lines()
+                assert next(line for line in lines if line.startswith("data: "))  # sources: slot held
+                start = time.monotonic()
+                busy = http.post("/v1/ask", json=ask)
+                chat = {"model": "rag/qa-docs", "messages": [{"role": "user", "content": QUESTION}]}
+                busy_chat = http.post("/v1/chat/completions", json=chat)
+                assert time.monotonic() - start < 5  # refused at once, not queued
+                for refused in (busy, busy_chat):
+                    assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+                    assert refused.json()["error"]["code"] == "answers_busy"
+                assert any('"type": "done"' in line for line in lines)  # the first answer completes
+            assert http.post("/v1/ask", json=ask).status_code == 200
+    finally:
+        state.settings = saved
+        state.extras.pop("answer_slots", None)
