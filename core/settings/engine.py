@@ -59,8 +59,9 @@ class EngineSettings(BaseModel):
         default=False,
         description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
         "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32 (activations are "
-        "rounded to int8 per 32, as llama.cpp does). Off by default until its perplexity is measured: "
-        "SmolLM2's answer to one chat prompt changed with it. False dequantizes them to fp32 at load.",
+        "rounded to int8 per 32, as llama.cpp does); perplexity +0.04% vs dequantised (benchmarks/engine.py "
+        "--perplexity). Off by default: slower than fp32 for 32 concurrent chats, and greedy outputs "
+        "change. False dequantizes them to fp32 at load.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     enforce_eager: bool = Field(
