@@ -202,22 +202,13 @@ def main(
         torch.set_num_threads(threads)
     settings = get_settings()
     path = resolve_model(model).path
-    if spec:
-        out = engine_spec.RESULTS.with_suffix(".quick.json") if quick else engine_spec.RESULTS
-        engine_spec.run(path, settings.model_cache_dir, quick, out)
-        return
-    if features:
-        out = engine_features.RESULTS.with_suffix(".quick.json") if quick else engine_features.RESULTS
-        engine_features.run(path, settings.model_cache_dir, quick, out)
-        return
-    if perplexity:
-        out = engine_perplexity.RESULTS.with_suffix(".quick.json") if quick else engine_perplexity.RESULTS
-        engine_perplexity.run(path, settings.model_cache_dir, quick, out)
-        return
-    if llamacpp:
-        out = engine_llamacpp.RESULTS.with_suffix(".quick.json") if quick else engine_llamacpp.RESULTS
-        engine_llamacpp.run(path, settings.model_cache_dir, quick, out, torch.get_num_threads())
-        return
+    sections = ((spec, engine_spec), (features, engine_features), (perplexity, engine_perplexity),
+                (llamacpp, engine_llamacpp))  # fmt: skip
+    for chosen, section in sections:
+        if chosen:  # one section instead of the main benchmark
+            out = section.RESULTS.with_suffix(".quick.json") if quick else section.RESULTS
+            section.run(path, settings.model_cache_dir, quick, out)
+            return
     if quick:
         requests, new_tokens = 8, 8
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)

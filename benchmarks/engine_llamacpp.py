@@ -101,8 +101,9 @@ def _workloads(tokenizer, quick: bool) -> dict[str, tuple[list[list[int]], int]]
     }
 
 
-def run(gguf: Path, cache_dir: Path, quick: bool, out: Path, threads: int) -> None:
+def run(gguf: Path, cache_dir: Path, quick: bool, out: Path) -> None:
     console = Console()
+    threads = torch.get_num_threads()  # the same for both systems (benchmarks/engine.py --threads)
     binary = llamacpp.build(get_settings().data_dir / "llama.cpp", console.print)
     if binary is None:
         return
