@@ -126,19 +126,20 @@ def create_run(
 def estimate(settings: Settings, body: EvalCreate) -> dict:
     """What a run will evaluate and, with a judge, roughly how many generator tokens judging costs
     (shown before the run starts: POST /v1/evals/estimate, and kept in the run's config)."""
-    variants = len(expand_grid(body.retrieval, body.sweep))
-    out = {"variants": variants}
-    if body.kind == "answer":
-        try:
-            path = ds.resolve_path(settings.data_dir, body.dataset.path)
-            items = len(ds.load_answers(path, body.dataset.format, body.dataset.split).items)
-        except ValueError as exc:
-            raise EvalInputError(str(exc)) from None
-        items = min(items, body.max_items or items)
-        out["items"] = items * variants
-        if body.judge is not None:
-            out["judge_verdicts"] = items * variants * body.judge.repeats * SENTENCES_PER_ANSWER
-            out["judge_tokens"] = variants * estimate_tokens(items, body.judge.repeats)
+    try:
+        variants = len(expand_grid(body.retrieval, body.sweep))
+        if body.kind != "answer":
+            return {"variants": variants}
+        path = ds.resolve_path(settings.data_dir, body.dataset.path)
+        items = len(ds.load_answers(path, body.dataset.format, body.dataset.split).items)
+    except (ValueError, KeyError, TypeError) as exc:  # a malformed sweep or dataset: the caller's to fix
+        message = str(exc) if isinstance(exc, ValueError) else f"malformed dataset: {exc!r}"
+        raise EvalInputError(message) from None
+    items = min(items, body.max_items or items)
+    out = {"variants": variants, "items": items * variants}
+    if body.judge is not None:
+        out["judge_verdicts"] = items * variants * body.judge.repeats * SENTENCES_PER_ANSWER
+        out["judge_tokens"] = variants * estimate_tokens(items, body.judge.repeats)
     return out
 
 

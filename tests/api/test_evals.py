@@ -146,6 +146,11 @@ def test_refusals_are_clear(client):
         "/v1/evals", json={"kind": "retrieval", "dataset": {"path": path}, "sweep": {"fusion.alpha": [3]}}
     )
     assert bad_sweep.status_code == 422
+    # Found by schemathesis: a sweep over the limit was a 500 from the estimate.
+    too_big = {"kind": "retrieval", "dataset": {"path": path}, "sweep": {"top_k": list(range(1, 66))}}
+    for route in ("/v1/evals", "/v1/evals/estimate"):
+        refused = client.post(route, json=too_big)
+        assert refused.status_code == 422 and "at most 64" in refused.json()["error"]["message"], route
     bad_config = client.patch("/v1/collections/nope", json={"retrieval": {"top_k": 0}})
     assert bad_config.status_code in (404, 422)
 
