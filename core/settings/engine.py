@@ -60,8 +60,9 @@ class EngineSettings(BaseModel):
         description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
         "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32 (activations are "
         "rounded to int8 per 32, as llama.cpp does); perplexity +0.04% vs dequantised (benchmarks/engine.py "
-        "--perplexity). Off by default: at 32 concurrent chats it trails llama.cpp (0.67x, benchmarks/engine.py "
-        "--llamacpp) where fp32 led, and greedy outputs change. False dequantizes them to fp32 at load.",
+        "--perplexity). Off by default: at 32 concurrent chats it trails llama.cpp (0.67x, "
+        "benchmarks/engine.py --llamacpp) where fp32 led, and greedy outputs change. False dequantizes "
+        "them to fp32 at load.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     enforce_eager: bool = Field(
