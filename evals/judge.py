@@ -10,9 +10,9 @@ how much the judge itself varies. Sentences shorter than two content words are n
 
 from __future__ import annotations
 
-import re
 import statistics
 
+from agents.qa.claims import split_markers
 from agents.qa.sentences import content_words, sentence_spans
 from agents.qa.verify import engine_verifier
 from inference.client import ChatBackend
@@ -22,7 +22,6 @@ PASSAGE_CHARS = 2000
 # a passage of up to PASSAGE_CHARS (~500 tokens) and the sentence; answers have ~3 sentences.
 TOKENS_PER_VERDICT = 560
 SENTENCES_PER_ANSWER = 3
-_MARKER = re.compile(r"\[(\d+)\]")
 
 
 def estimate_tokens(items: int, repeats: int) -> int:
@@ -35,10 +34,9 @@ def _claims(answer: str, citations: list[dict], sources: list[dict]) -> list[tup
     texts = {s["number"]: s.get("text", "") for s in sources}
     out = []
     for start, end in sentence_spans(answer):
-        sentence = answer[start:end]
-        numbers = [by_citation.get(int(n)) for n in _MARKER.findall(sentence)]
+        claim, citation_numbers = split_markers(answer[start:end])
+        numbers = [by_citation.get(n) for n in dict.fromkeys(citation_numbers)]
         cited = [texts[n] for n in numbers if n in texts] or list(texts.values())
-        claim = _MARKER.sub("", sentence).strip()
         if len(content_words(claim)) >= 2 and cited:
             out.append((claim, "\n\n".join(cited)[:PASSAGE_CHARS]))
     return out

@@ -111,6 +111,12 @@ async def check_sentence(
     return await verify(evidence.source.text, claim), "model", evidence
 
 
+def split_markers(sentence: str) -> tuple[str, list[int]]:
+    """The sentence without its citation markers, and the citation numbers they hold ([1], [1, 2])."""
+    cited = [int(n) for group in _MARKER.findall(sentence) for n in group.split(",")]
+    return _MARKER.sub("", sentence).strip(), cited
+
+
 async def check_claims(
     answer: str,
     citations: list[dict],
@@ -125,9 +131,8 @@ async def check_claims(
     claims = []
     for start, end in sentence_spans(answer):
         sentence = answer[start:end]
-        cited = [int(n) for group in _MARKER.findall(sentence) for n in group.split(",")]
+        text, cited = split_markers(sentence)
         cited_sources = [by_number[by_citation[c]] for c in dict.fromkeys(cited) if c in by_citation]
-        text = _MARKER.sub("", sentence).strip()
         supported, method, evidence = await check_sentence(
             text, cited_sources or sources, verify, floor, copy
         )
