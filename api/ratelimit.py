@@ -19,11 +19,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from limits import RateLimitItemPerMinute
-from limits.storage import storage_from_string
+from limits.storage import Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
+from sqlalchemy import Engine
 
 from api.deps import CurrentPrincipal, Principal, StateDep
 from api.errors import ApiError
+from api.limit_storage import PostgresStorage
 from core.settings import Settings
 
 _build_lock = threading.Lock()
@@ -51,15 +53,21 @@ class Meter:
             self.limiter.charge(self.scopes, tokens)
 
 
+def limit_storage(settings: Settings, engine: Engine) -> Storage:
+    """The counters' storage: `limits.storage_url`, else the broker when it is Redis, else the
+    platform's database (shared by every API process, unlike in-process memory)."""
+    url = settings.limits.storage_url
+    if url is None and (settings.broker_url or "").startswith(("redis://", "rediss://")):
+        url = settings.broker_url
+    if url is None:
+        return PostgresStorage(engine)
+    options = {"key_prefix": settings.limits.key_prefix} if url.startswith("redis") else {}
+    return storage_from_string(url, **options)
+
+
 class RateLimiter:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, storage: Storage) -> None:
         knobs = settings.limits
-        url = knobs.storage_url
-        if url is None and (settings.broker_url or "").startswith(("redis://", "rediss://")):
-            url = settings.broker_url
-        url = url or "memory://"
-        options = {"key_prefix": knobs.key_prefix} if url.startswith("redis") else {}
-        storage = storage_from_string(url, **options)
         self.requests = MovingWindowRateLimiter(storage)
         self.tokens = SlidingWindowCounterRateLimiter(storage)
         self.knobs = knobs
@@ -140,7 +148,10 @@ def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep)
     limiter = state.extras.get("rate_limiter")
     if limiter is None:
         with _build_lock:
-            limiter = state.extras.setdefault("rate_limiter", RateLimiter(state.settings))
+            if "rate_limiter" not in state.extras:
+                storage = limit_storage(state.settings, state.engine)
+                state.extras["rate_limiter"] = RateLimiter(state.settings, storage)
+            limiter = state.extras["rate_limiter"]
     meter = limiter.admit(principal)
     request.state.rate_limit_headers = meter.headers  # added to the response by api/main.py
     return meter

@@ -329,3 +329,27 @@ class MessageFeedback(_Timestamps, Base):
     rating: Mapped[str] = mapped_column(String(8))  # up | down
     comment: Mapped[str] = mapped_column(Text, default="")
     corrected_answer: Mapped[str | None] = mapped_column(Text)
+
+
+class RateLimitCounter(Base):
+    """A counter of the Postgres rate-limit storage (api/limit_storage.py; migration 0010): one row a
+    key and window, gone once `expires_at` (epoch seconds) has passed. Unlogged: counters are worth
+    nothing after a crash."""
+
+    __tablename__ = "rate_limit_counters"
+    __table_args__ = {"prefixes": ["UNLOGGED"]}
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class RateLimitEntry(Base):
+    """One admitted hit of a moving-window limit (api/limit_storage.py; migration 0010)."""
+
+    __tablename__ = "rate_limit_entries"
+    __table_args__ = (Index("ix_rate_limit_entries_key_at", "key", "at"), {"prefixes": ["UNLOGGED"]})
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(300))
+    at: Mapped[float] = mapped_column(Float)

@@ -7,8 +7,8 @@ class LimitSettings(BaseModel):
     enabled: bool = Field(default=True, description="Enforce the rate limits below (quotas always hold).")
     storage_url: str | None = Field(
         default=None,
-        description="Counter storage of the `limits` library (redis://...). Unset: the broker when it is "
-        "Redis, else in-process memory (one API process; `limits` has no Postgres storage).",
+        description="Counter storage of the `limits` library (redis://..., memory://). Unset: the broker "
+        "when it is Redis, else the platform's Postgres database (shared by all API processes).",
     )
     key_prefix: str = Field(default="groundwork", description="Prefix of the counters' keys in Redis.")
     requests_per_minute_per_key: int = Field(

@@ -1,4 +1,5 @@
-"""Rate limits per key and tenant (Redis-backed, as in production) and storage quotas."""
+"""Rate limits per key and tenant, on both shared storages (Redis, and the platform's Postgres when
+no Redis is configured), and storage quotas."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from fastapi.testclient import TestClient
 from api.deps import Principal
 from api.errors import ApiError
 from api.main import build_state, create_app
-from api.ratelimit import RateLimiter
+from api.ratelimit import RateLimiter, limit_storage
 from core.database import session_scope
-from core.settings import Settings
 from core.settings.limits import LimitSettings
 from core.tenancy import create_api_key, get_or_create_tenant
 from tests.support.http import running
@@ -26,8 +26,14 @@ LIMIT = 100
 CLIENTS, PER_CLIENT = 8, 30
 
 
-def _limited(settings, redis_url, **knobs):
-    limits = LimitSettings(storage_url=redis_url, key_prefix=f"gwtest-{uuid.uuid4().hex[:8]}", **knobs)
+@pytest.fixture(params=["redis", "postgres"])
+def storage_url(request) -> str | None:
+    """The counters' storage: Redis, or (unset, no Redis broker) the platform's database."""
+    return request.getfixturevalue("redis_url") if request.param == "redis" else None
+
+
+def _limited(settings, storage_url, **knobs):
+    limits = LimitSettings(storage_url=storage_url, key_prefix=f"gwtest-{uuid.uuid4().hex[:8]}", **knobs)
     return settings.model_copy(update={"auth_required": True, "limits": limits})
 
 
@@ -38,9 +44,9 @@ def _key(session_factory, tenant: str) -> dict:
 
 
 def test_request_limit_holds_within_5_percent_under_8_concurrent_clients(
-    settings, redis_url, session_factory
+    settings, storage_url, session_factory
 ):
-    strict = _limited(settings, redis_url, requests_per_minute_per_key=LIMIT)
+    strict = _limited(settings, storage_url, requests_per_minute_per_key=LIMIT)
     key = _key(session_factory, f"rl-{uuid.uuid4().hex[:8]}")
     state = build_state(strict)
     app = create_app(strict, state)
@@ -65,7 +71,8 @@ def test_request_limit_holds_within_5_percent_under_8_concurrent_clients(
     refused = [r for r in responses if r.status_code == 429]
     assert len(ok) + len(refused) == CLIENTS * PER_CLIENT, {r.status_code for r in responses}
     assert abs(len(ok) - LIMIT) <= LIMIT * 0.05, len(ok)
-    print(f"rate limit {LIMIT}/min, {CLIENTS}x{PER_CLIENT} requests: {len(ok)} admitted in {elapsed:.1f}s")
+    where = storage_url or "postgres"
+    print(f"rate limit {LIMIT}/min ({where}), {CLIENTS}x{PER_CLIENT} requests: {len(ok)} in {elapsed:.1f}s")
     sample = refused[0]
     assert int(sample.headers["retry-after"]) >= 1
     assert sample.headers["x-ratelimit-limit-requests"] == str(LIMIT)
@@ -74,11 +81,9 @@ def test_request_limit_holds_within_5_percent_under_8_concurrent_clients(
     assert ok[0].headers["x-ratelimit-limit-tokens"].isdigit()
 
 
-def test_tokens_are_charged_after_the_answer_and_refuse_the_next_request(redis_url):
-    knobs = LimitSettings(
-        storage_url=redis_url, key_prefix=f"gwtest-{uuid.uuid4().hex[:8]}", tokens_per_minute_per_key=100
-    )
-    limiter = RateLimiter(Settings(limits=knobs))
+def test_tokens_are_charged_after_the_answer_and_refuse_the_next_request(settings, storage_url, db_engine):
+    strict = _limited(settings, storage_url, tokens_per_minute_per_key=100)
+    limiter = RateLimiter(strict, limit_storage(strict, db_engine))
     caller = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
     meter = limiter.admit(caller)
     assert meter.headers["x-ratelimit-remaining-tokens"] == "100"
@@ -91,8 +96,8 @@ def test_tokens_are_charged_after_the_answer_and_refuse_the_next_request(redis_u
     limiter.admit(other)  # another tenant's key is not affected
 
 
-def test_document_quota_refuses_the_upload_that_would_exceed_it(settings, redis_url, session_factory):
-    strict = _limited(settings, redis_url, max_documents_per_tenant=2)
+def test_document_quota_refuses_the_upload_that_would_exceed_it(settings, session_factory):
+    strict = _limited(settings, None, max_documents_per_tenant=2)
     key = _key(session_factory, f"quota-{uuid.uuid4().hex[:8]}")
     with TestClient(create_app(strict)) as client:
         client.post("/v1/collections", json={"name": "q"}, headers=key)
@@ -101,3 +106,23 @@ def test_document_quota_refuses_the_upload_that_would_exceed_it(settings, redis_
         assert resp.status_code == 413 and resp.json()["error"]["code"] == "quota_exceeded", resp.text
         ok = client.post("/v1/collections/q/documents", files=files[:2], headers=key)
         assert ok.status_code == 202, ok.text
+
+
+def test_api_processes_without_redis_share_their_counters_in_postgres(settings, database_url):
+    """Two limiters on their own engines (two API processes) admit LIMIT requests between them."""
+    from core.database import make_engine
+
+    strict = _limited(settings, None, requests_per_minute_per_key=5)
+    engines = [make_engine(database_url, pool_size=1) for _ in range(2)]
+    limiters = [RateLimiter(strict, limit_storage(strict, e)) for e in engines]
+    caller = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
+    admitted = 0
+    for i in range(10):
+        try:
+            limiters[i % 2].admit(caller)
+            admitted += 1
+        except ApiError as refused:
+            assert refused.status == 429
+    for e in engines:
+        e.dispose()
+    assert admitted == 5

@@ -1,0 +1,173 @@
+"""A Postgres storage for the `limits` library, so that every API process of a deployment without
+Redis shares one set of rate-limit counters (the library ships none for Postgres).
+
+Tables of migration 0010: `rate_limit_counters` (fixed and sliding-window counters, one row a key
+and window) and `rate_limit_entries` (one row an admitted hit of a moving window).
+
+NOTE: every check-then-write runs in one transaction holding a transaction-level advisory lock on
+the key, so concurrent API processes cannot both take the last unit of a window. Times are this
+host's epoch seconds, as the library's window keys are.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+from limits.storage.base import TimestampedSlidingWindow
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+# Expired rows are deleted by whichever call comes this long after the last purge.
+PURGE_EVERY_S = 60.0
+
+_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+_INCR = text(
+    """
+    INSERT INTO rate_limit_counters AS c (key, count, expires_at) VALUES (:key, :amount, :now + :expiry)
+    ON CONFLICT (key) DO UPDATE SET
+      count = CASE WHEN c.expires_at <= :now THEN :amount ELSE c.count + :amount END,
+      expires_at = CASE WHEN c.expires_at <= :now THEN :now + :expiry ELSE c.expires_at END
+    RETURNING count
+    """
+)
+_GET = text("SELECT count, expires_at FROM rate_limit_counters WHERE key = :key AND expires_at > :now")
+_WINDOW = text("SELECT count(*), min(at) FROM rate_limit_entries WHERE key = :key AND at > :now - :expiry")
+
+_ADD = text("INSERT INTO rate_limit_entries (key, at) SELECT :key, :now FROM generate_series(1, :n)")
+
+
+class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow):
+    """`limits` storage on the platform's own database (its SQLAlchemy engine)."""
+
+    STORAGE_SCHEME = None  # built from an engine, never from a URL
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__()
+        self.engine = engine
+        self._purged = 0.0
+
+    @property
+    def base_exceptions(self) -> type[Exception]:
+        return SQLAlchemyError
+
+    def _begin(self):
+        now = time.time()
+        if now - self._purged > PURGE_EVERY_S:
+            self._purged = now
+            self._purge(now)
+        conn = self.engine.begin()
+        return conn, now
+
+    def _purge(self, now: float) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(text("DELETE FROM rate_limit_counters WHERE expires_at <= :now"), {"now": now})
+            # Entries older than the longest window anyone uses (a day) count for no limit.
+            conn.execute(text("DELETE FROM rate_limit_entries WHERE at <= :now - 86400"), {"now": now})
+
+    # -- counters (fixed window, and the two windows of a sliding-window counter) --
+
+    def incr(self, key: str, expiry: float, amount: int = 1) -> int:
+        begin, now = self._begin()
+        with begin as conn:
+            return self._incr(conn, key, expiry, amount, now)
+
+    def _incr(self, conn: Connection, key: str, expiry: float, amount: int, now: float) -> int:
+        params = {"key": key, "amount": amount, "now": now, "expiry": expiry}
+        return int(conn.execute(_INCR, params).scalar_one())
+
+    def get(self, key: str) -> int:
+        begin, now = self._begin()
+        with begin as conn:
+            row = conn.execute(_GET, {"key": key, "now": now}).first()
+        return int(row[0]) if row else 0
+
+    def get_expiry(self, key: str) -> float:
+        begin, now = self._begin()
+        with begin as conn:
+            row = conn.execute(_GET, {"key": key, "now": now}).first()
+        return float(row[1]) if row else now
+
+    def check(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except SQLAlchemyError:
+            return False
+
+    def reset(self) -> int | None:
+        with self.engine.begin() as conn:
+            counters = conn.execute(text("DELETE FROM rate_limit_counters")).rowcount
+            entries = conn.execute(text("DELETE FROM rate_limit_entries")).rowcount
+        return counters + entries
+
+    def clear(self, key: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(text("DELETE FROM rate_limit_counters WHERE key = :key"), {"key": key})
+            conn.execute(text("DELETE FROM rate_limit_entries WHERE key = :key"), {"key": key})
+
+    # -- moving window: one entry an admitted hit --
+
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if amount > limit:
+            return False
+        begin, now = self._begin()
+        with begin as conn:
+            conn.execute(_LOCK, {"key": key})
+            taken = conn.execute(_WINDOW, {"key": key, "now": now, "expiry": expiry}).scalar_one()
+            if taken + amount > limit:
+                return False
+            conn.execute(
+                text("DELETE FROM rate_limit_entries WHERE key = :key AND at <= :now - :expiry"),
+                {"key": key, "now": now, "expiry": expiry},
+            )
+            conn.execute(_ADD, {"key": key, "now": now, "n": amount})
+        return True
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
+        begin, now = self._begin()
+        with begin as conn:
+            taken, oldest = conn.execute(_WINDOW, {"key": key, "now": now, "expiry": expiry}).one()
+        return (float(oldest), int(taken)) if taken else (now, 0)
+
+    # -- sliding-window counter: the previous window's count, weighted by how much of it is left --
+
+    def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if amount > limit:
+            return False
+        begin, now = self._begin()
+        previous_key, current_key = self.sliding_window_keys(key, expiry, now)
+        with begin as conn:
+            conn.execute(_LOCK, {"key": key})
+            previous, previous_ttl, current, _ = self._window(conn, previous_key, current_key, expiry, now)
+            if math.floor(previous * previous_ttl / expiry + current) + amount > limit:
+                return False
+            # Twice the window: the counter is still read as the previous window during the next one.
+            self._incr(conn, current_key, 2 * expiry, amount, now)
+        return True
+
+    def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
+        begin, now = self._begin()
+        previous_key, current_key = self.sliding_window_keys(key, expiry, now)
+        with begin as conn:
+            return self._window(conn, previous_key, current_key, expiry, now)
+
+    def clear_sliding_window(self, key: str, expiry: int) -> None:
+        for window_key in self.sliding_window_keys(key, expiry, time.time()):
+            self.clear(window_key)
+
+    def _window(
+        self, conn: Connection, previous_key: str, current_key: str, expiry: int, now: float
+    ) -> tuple[int, float, int, float]:
+        rows = conn.execute(
+            text("SELECT key, count FROM rate_limit_counters WHERE key IN (:p, :c) AND expires_at > :now"),
+            {"p": previous_key, "c": current_key, "now": now},
+        ).all()
+        counts = {k: int(n) for k, n in rows}
+        previous, current = counts.get(previous_key, 0), counts.get(current_key, 0)
+        # Seconds until the previous window stops counting, and until the current one ends.
+        previous_ttl = (1 - ((now - expiry) / expiry) % 1) * expiry if previous else 0.0
+        current_ttl = (1 - (now / expiry) % 1) * expiry + expiry
+        return previous, previous_ttl, current, current_ttl
