@@ -1,5 +1,5 @@
 """Serving while ingesting, and overload: `python -m benchmarks.serving [--docs 300] [--rounds 2]
-[--worker-nice N] [--overload-s 60]`.
+[--worker-nice N] [--overload-s 60] [--answer-latency-target null] [--label NAME]`.
 
 Starts the platform as a user would (`groundwork up` on a fresh data dir, demo corpus), then
 alternates rounds: search and ask latency with nothing else running, then the same requests while a
@@ -131,6 +131,10 @@ def main() -> None:
     parser.add_argument(
         "--max-concurrent-answers", type=int, default=None, help="Set qa.max_concurrent_answers (admission)."
     )
+    parser.add_argument(
+        "--answer-latency-target", default=None, help="Set qa.answer_latency_target ('null': no admission)."
+    )
+    parser.add_argument("--label", default="default", help="The run's name in the results file.")
     args = parser.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="gw-bench-serving-"))
@@ -139,6 +143,8 @@ def main() -> None:
         env["GROUNDWORK_INGESTION__WORKER_NICE"] = str(args.worker_nice)
     if args.max_concurrent_answers is not None:
         env["GROUNDWORK_QA__MAX_CONCURRENT_ANSWERS"] = str(args.max_concurrent_answers)
+    if args.answer_latency_target is not None:
+        env["GROUNDWORK_QA__ANSWER_LATENCY_TARGET"] = args.answer_latency_target
     port = _free_port()
     proc = start_platform(data_dir, port, env)
     phases = {p: {"search": [], "ask": []} for p in ("unloaded", "ingesting")}
@@ -183,8 +189,11 @@ def main() -> None:
         over["p99_ratio"] = admitted / over["unloaded_ask_p99_ms"] if admitted else None
         over["platform_alive"] = alive
     report = {"args": vars(args), "machine": cpu_info(), "requests": rows, "jobs": jobs, "overload": over}
+    # One entry a label: runs of other settings (e.g. no admission) stay beside the default's.
+    runs = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    runs[args.label] = report
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=1))
+    RESULTS.write_text(json.dumps(runs, indent=1))
     nice = "default" if args.worker_nice is None else args.worker_nice
     table = Table(title=f"Serving while ingesting ({args.docs} docs a round, worker_nice {nice})")
     for column in ("request", "unloaded p50 / p95 ms", "ingesting p50 / p95 ms", "p95 ratio (target <= 1.5)"):

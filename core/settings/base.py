@@ -29,7 +29,10 @@ def _toml_path() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GROUNDWORK_", env_nested_delimiter="__", extra="ignore")
+    # env_parse_none_str: `GROUNDWORK_X=null` unsets an optional setting whose default is not None.
+    model_config = SettingsConfigDict(
+        env_prefix="GROUNDWORK_", env_nested_delimiter="__", extra="ignore", env_parse_none_str="null"
+    )
 
     data_dir: Path = Field(
         default_factory=lambda: Path(user_data_dir("groundwork")),

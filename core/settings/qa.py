@@ -36,8 +36,15 @@ class QASettings(BaseModel):
     max_concurrent_answers: int | None = Field(
         default=None,
         ge=1,
-        description="Answers (ask, chat) generating at once per API process; more get 503 + Retry-After "
-        "at once instead of waiting in the engine's queue. Unset: no cap (the engine queue's own limit).",
+        description="A fixed ceiling on the answers (ask, chat) generating at once per API process; more "
+        "get 503 + Retry-After at once instead of waiting in the engine's queue. Unset: no ceiling.",
+    )
+    answer_latency_target: float | None = Field(
+        default=2.0,
+        gt=1.0,
+        description="Adaptive admission (api/admission.py): answers admitted at once per API process adapt "
+        "so that an answer takes at most this multiple of the recent median time of answers that ran "
+        "alone; more get 503 + Retry-After. Unset: off (only max_concurrent_answers applies).",
     )
     answer_mode: Literal["quote", "generate", "auto"] = Field(
         default="auto",
