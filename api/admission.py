@@ -53,7 +53,7 @@ class AnswerSlots:
             raise ApiError(
                 503,
                 "answers_busy",
-                f"{self.limit} answers are being generated, the most this server takes at once now; "
+                f"the server is generating as many answers as it takes at once now ({self.limit}); "
                 "retry shortly",
                 headers={"Retry-After": str(self.retry_after())},
             )

@@ -32,7 +32,7 @@ def test_the_limit_grows_under_demand_while_answers_are_fast_and_shrinks_when_sl
     assert slots.limit == 2
     a, b = slots.admit(), slots.admit()
     refused = _refused(slots)
-    assert refused.headers["Retry-After"] == "1" and "2 answers" in refused.message
+    assert refused.headers["Retry-After"] == "1" and "at once now (2)" in refused.message
     clock[0] += 1.8  # 1.8 s each, sharing the machine: within 2 x 1 s, but 3 at once would not be
     slots.release(a, generated=True)
     slots.release(b, generated=True)
