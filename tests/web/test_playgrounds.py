@@ -1,7 +1,9 @@
 """Search and ask playgrounds in the browser, on the packaged embedding model and LLM."""
 
 import re
+import threading
 
+import httpx
 import pytest
 
 from tests.api.qa_corpus import QUESTION
@@ -63,3 +65,46 @@ def test_ask_streams_an_answer_and_a_citation_opens_the_cited_span(page, ui_url,
     expect(cited.first).to_be_in_viewport()
     assert "12 March 2026" in " ".join(cited.all_text_contents())
     shot(page, "ask-citation-opened")
+
+
+def test_a_question_asked_while_the_server_is_busy_waits_for_a_slot(page, ui_url, corpus, broker_settings):
+    """Adaptive admission starts at one answer at a time: while another client's chat streams, the
+    UI's ask gets 503 + Retry-After, says the server is busy, and asks again until it is answered."""
+    held = threading.Event()
+
+    def hold_a_slot() -> None:
+        """A plain chat forced by its schema to write at least 600 characters: seconds of decoding."""
+        schema = {
+            "type": "object",
+            "properties": {"story": {"type": "string", "minLength": 600, "maxLength": 700}},
+            "required": ["story"],
+        }
+        with httpx.Client(base_url=ui_url, timeout=300) as client:
+            body = {
+                "model": broker_settings.llm_model,  # the UI server's generator
+                "messages": [{"role": "user", "content": "Tell a long story about a lighthouse."}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+                "max_tokens": 400,
+                "stream": True,
+            }
+            with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                assert response.status_code == 200, response.read()
+                for line in response.iter_lines():
+                    if '"content": "' in line and '"content": ""' not in line:
+                        held.set()  # generating: the slot is held until the stream ends
+
+    other = threading.Thread(target=hold_a_slot)
+    other.start()
+    try:
+        assert held.wait(180), "the other client's answer never started generating"
+        page.goto(f"{ui_url}/ui/#/ask?collection={corpus['collection']['id']}")
+        page.get_by_label("Question").fill(QUESTION)
+        page.get_by_role("button", name="Ask").click()
+        turn = page.locator(".turn").first
+        expect(turn.locator(".busy-line")).to_contain_text("asking again in", timeout=60_000)
+        shot(page, "ask-busy")
+        expect(turn.locator(".timings-line")).to_be_visible(timeout=240_000)
+        expect(turn.locator(".busy-line")).to_have_count(0)
+        expect(turn.locator(".answer")).to_contain_text("12 March 2026")
+    finally:
+        other.join(300)

@@ -41,14 +41,37 @@ export async function api(path, { method = "GET", json, form, signal, as = "json
   return response.status === 204 ? null : response[as]();
 }
 
-/** POST `json` and call onEvent(event) for each server-sent event's data, until the stream ends. */
-export async function stream(path, json, onEvent, signal) {
-  const response = await fetch(path, {
-    method: "POST",
-    signal,
-    headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
-    body: JSON.stringify(json),
+// A server that answers 503 with Retry-After (busy generating, or its database restarting) is asked
+// again after that many seconds, this many times at most.
+const BUSY_RETRIES = 10;
+
+function pause(seconds, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, seconds * 1000);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(new DOMException("Stopped", "AbortError"));
+    }, { once: true });
   });
+}
+
+/** POST `json` and call onEvent(event) for each server-sent event's data, until the stream ends.
+ * While the server is busy, onEvent gets `{type: "busy", retry_after}` before each new try. */
+export async function stream(path, json, onEvent, signal) {
+  let response;
+  for (let attempt = 0; ; attempt++) {
+    response = await fetch(path, {
+      method: "POST",
+      signal,
+      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+      body: JSON.stringify(json),
+    });
+    const wait = Number(response.headers.get("Retry-After"));
+    if (response.ok || response.status !== 503 || !wait || attempt >= BUSY_RETRIES) break;
+    await response.body?.cancel();
+    onEvent({ type: "busy", retry_after: wait });
+    await pause(wait, signal);
+  }
   if (!response.ok) await fail(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";

@@ -95,6 +95,7 @@ export async function render(root, ctx) {
     };
     question.value = "";
     controller = new AbortController();
+    let busy = null; // the "server is busy" line, while the question waits for a free slot
     send.disabled = true;
     stop.disabled = false;
     turn.answer.classList.add("streaming");
@@ -103,7 +104,11 @@ export async function render(root, ctx) {
         "/v1/ask",
         body,
         (event) => {
-          if (event.type === "sources") {
+          if (event.type === "busy") {
+            busy ??= turn.extra.appendChild(h("p", { class: "muted busy-line" }));
+            busy.textContent = `The server is generating as many answers as it takes at once; asking again in ${event.retry_after} s…`;
+          } else if (event.type === "sources") {
+            busy?.remove();
             turn.extra.append(h("p", { class: "muted" }, `${event.sources.length} sources retrieved`, event.query !== body.question ? ` for the follow-up rewritten as “${event.query}”` : ""));
           } else if (event.type === "token") {
             turn.answer.append(event.text);
@@ -125,6 +130,7 @@ export async function render(root, ctx) {
     } catch (err) {
       turn.extra.append(notice(err.name === "AbortError" ? "info" : "error", err.name === "AbortError" ? "Stopped." : errorText(err)));
     } finally {
+      busy?.remove();
       turn.answer.classList.remove("streaming");
       send.disabled = false;
       stop.disabled = true;
