@@ -74,8 +74,8 @@ class FusionConfig(BaseModel):
     # NOTE: 0.8. `python -m benchmarks.fusion` at 100 each ties 0.8 and 0.9 on the mean nDCG@10 of
     # the BEIR dev sets (0.4350 / 0.4354; 0.9 alone beats RRF over 1,000 on DBpedia), but with 0.9
     # NOTE: 0.85, the best mean nDCG@10 of the alphas at least as good as RRF over 1,000 each on both
-    # dev sets (`python -m benchmarks.fusion`, stop 21: NFCorpus +0.017, DBpedia +0.009; 0.8 cleared
-    # DBpedia by 0.0005 in that run and missed it by up to 0.0025 in others). 0.9 cost long documents
+    # dev sets (`python -m benchmarks.fusion`, stop 21: NFCorpus +0.017, DBpedia +0.011; 0.8 cleared
+    # DBpedia by 0.003 in that run and missed it by up to 0.0025 in stop 20's). 0.9 cost long documents
     # answers (`python -m benchmarks.answers`: quote citation precision 75% -> 62%); 0.85 one question
     # of 24 (75% -> 71%).
     alpha: float = Field(
