@@ -96,7 +96,13 @@ class Supervisor:
     def running(self) -> bool:
         from pgserver.utils import PostmasterInfo
 
-        info = PostmasterInfo.read_from_pgdata(self.server.pgdata)
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.server.pgdata)
+        except (AssertionError, ValueError, OSError):
+            # NOTE: postgres writes postmaster.pid a line at a time as it starts (and removes it as
+            # it stops); read in between, the file is short or gone and pgserver's parser raises.
+            # Either way the server is not ready, which is all this answers.
+            return False
         return info is not None and info.is_running() and info.status == "ready"
 
     def _watch(self) -> None:
