@@ -6,7 +6,8 @@ Two dev sets:
   (LONG_ANSWER, which is not in the abstract: only partial overlap is possible).
 - `long_docs`: hand-written questions (benchmarks/data/long_docs_qa.jsonl) over the shared parsing
   samples (JATS articles, Wikipedia pages, PDFs) parsed by our own parsers; the gold answer is a short
-  string and the gold span the sentence that states it.
+  string and the gold spans the sentences that state it: `evidence`, and under `also` the other
+  sentences of the document that state the same answer (a citation of any of them is right).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def long_docs(limit: int) -> tuple[list[Doc], list[Item]]:
             r["question"],
             r["answer"],
             Path(r["doc"]).name,
-            [_locate(docs[r["doc"]].parsed.text, r["evidence"])],
+            [_locate(docs[r["doc"]].parsed.text, e) for e in [r["evidence"], *r.get("also", [])]],
             True,
         )
         for r in rows[:limit]

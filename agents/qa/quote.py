@@ -30,6 +30,7 @@ from agents.qa.sources import Source
 Similarity = Callable[[str, list[str]], list[float]]
 
 MIN_CHARS, MAX_CHARS = 20, 600  # shorter: headings and fragments; longer: tables flattened into one line
+MIN_WORDS = 4  # fewer: a table cell or a label ("Pre-TAS implementation"), which answers nothing
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,11 @@ class Candidate:
 
 
 def _quotable(text: str) -> bool:
-    return MIN_CHARS <= len(text) <= MAX_CHARS and not any(ord(c) < 32 for c in text)
+    return (
+        MIN_CHARS <= len(text) <= MAX_CHARS
+        and len(text.split()) >= MIN_WORDS
+        and not any(ord(c) < 32 for c in text)
+    )
 
 
 def candidates(
@@ -61,7 +66,8 @@ def candidates(
     rank_weight: float = 0.0,
 ) -> list[Candidate]:
     """The `limit` source sentences closest to the question, in reading order, taken from the
-    `max_sources` sources whose best sentence scores highest (all sources when None).
+    `max_sources` sources whose best sentence scores highest (all sources when None). Headings and
+    the document's title are not sentences: a heading can score high and answers nothing.
 
     A sentence scores its similarity to the question minus `rank_weight` per place its source
     stands below the best in retrieval (`Source.rank`): retrieval saw the whole chunk, the sentence
@@ -74,9 +80,10 @@ def candidates(
     pool: list[tuple[Source, int, int]] = []
     seen: set[str] = set()
     for source in sources:
+        headings = {source.title, *source.headings}
         for start, end in sentence_spans(source.text):
             text = source.text[start:end]
-            if _quotable(text) and text not in seen:
+            if _quotable(text) and text not in seen and text.lstrip("#").strip() not in headings:
                 seen.add(text)
                 pool.append((source, start, end))
     if not pool:

@@ -36,6 +36,7 @@ def to_source(hit: ResultChunk, rank: int) -> Source:
         char_end=hit.char_end,
         source_id=hit.source_id,
         rank=rank,
+        headings=tuple(hit.heading_path or ()),
     )
 
 

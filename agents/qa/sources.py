@@ -21,6 +21,7 @@ class Source:
     char_end: int | None = None
     source_id: str = ""  # the document's source (file name, URL, id given at upload)
     rank: int = 0  # place in the retrieval ranking, 0 = best (numbers follow the prompt's layout)
+    headings: tuple[str, ...] = ()  # the chunk's section path (quote mode never quotes a heading)
 
     def as_dict(self) -> dict:
         return {

@@ -37,6 +37,10 @@ def parse(
         from ingestion.parsers.docx import parse_docx
 
         doc = parse_docx(data)
+    elif kind == "jats":
+        from ingestion.parsers.jats import parse_jats
+
+        doc = parse_jats(data)
     elif kind == "html":
         from ingestion.parsers.html import parse_html
 

@@ -24,6 +24,12 @@ _ZIP_KINDS = {"xl/": "XLSX spreadsheet", "ppt/": "PPTX presentation", "META-INF/
 _HTML_START = re.compile(
     rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.I | re.S
 )
+# A JATS (or older NLM) article, PubMed Central's .nxml: its doctype, or an <article> root with <front>.
+_JATS_START = re.compile(
+    rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*"
+    rb"(<!doctype\s+article\b[^>]*\b(JATS|NLM)\b|<article\b[^>]*>\s*(<\?[^>]*>\s*)*<front\b)",
+    re.I | re.S,
+)
 _HTML_TAGS = re.compile(r"<(p|div|h[1-6]|ul|ol|li|table|article|section|span|a)\b[^>]*>", re.I)
 _MD_SIGNS = re.compile(r"^(#{1,6}\s+\S|```|~~~|\s*[-*+]\s+\[[ x]\]|\|.+\|\s*$|.+\n(=+|-+)\s*$)", re.M)
 _MD_EXT = (".md", ".markdown", ".mdx", ".mkd")
@@ -33,6 +39,7 @@ MIME = {
     "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "html": "text/html",
+    "jats": "application/jats+xml",
     "markdown": "text/markdown",
     "text": "text/plain",
     "json": "application/json",
@@ -138,6 +145,8 @@ def detect_kind(data: bytes, filename: str | None = None, max_unpacked: int = DE
         raise PermanentError(
             "unsupported file type: binary content that is not PDF or DOCX", "unsupported_type"
         )
+    if _JATS_START.match(data[:4096]):
+        return "jats"
     if _HTML_START.match(data[:4096]):
         return "html"
     text = decode_text(data[:65536])

@@ -118,6 +118,14 @@ def test_quote_candidates_come_from_the_best_scoring_sources(similarity):
     assert {c.source.number for c in candidates(otters, sources, 16, similarity, 1, rank_weight=1.0)} == {1}
 
 
+def test_headings_titles_and_labels_are_not_quoted(similarity):
+    """They score close to a question that names their topic, and answer nothing."""
+    text = f"Zephyr release notes\n\nRelease dates\n\nZephyr 4.2 release\n\n{ZEPHYR}"
+    source = Source(1, "c1", "d1", "Zephyr release notes", text, 0.8, headings=("Release dates",))
+    quoted = {c.text for c in candidates(QUESTION, [source], 16, similarity)}
+    assert quoted == {ZEPHYR[a:b] for a, b in sentence_spans(ZEPHYR)}
+
+
 def test_quote_answer_is_verbatim_source_sentences_streaming_too(settings, engine, similarity):
     pipeline = AskPipeline(retrieve, LocalChatBackend(engine), settings.qa, similarity)
     events = run(pipeline, answer_mode="quote")

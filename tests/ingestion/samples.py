@@ -1,5 +1,6 @@
 """Fixture files built in the tests: a real PDF (hand-written PDF 1.4 bytes), DOCX (python-docx),
-HTML with boilerplate, Markdown with headings, text, a corrupt PDF, an empty file, a binary."""
+HTML with boilerplate, Markdown with headings, a JATS article, text, a corrupt PDF, an empty file,
+a binary."""
 
 from __future__ import annotations
 
@@ -135,3 +136,24 @@ def zip_bomb_docx(unpacked: int = 200_000_000) -> bytes:
                 xml.write(piece)
                 written += len(piece)
     return buffer.getvalue()
+
+
+# A PubMed Central article, cut down: its doctype, nested sections, a list, a table, a figure, and a
+# reference list; `&ext;` names an entity only the (unread) DTD could define.
+JATS = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE article PUBLIC "-//NLM//DTD JATS (Z39.96) Journal Archiving and Interchange DTD v1.2//EN"
+ "JATS-archivearticle1.dtd">
+<article xmlns:xlink="http://www.w3.org/1999/xlink" article-type="research-article"><front>
+<article-meta><title-group><article-title>Otters in cold rivers</article-title></title-group>
+<abstract><p>Otters keep warm with dense fur&ext;.</p></abstract></article-meta></front>
+<body><sec><title>Methods</title><sec><title>Sites</title><p>We sampled 12 rivers.<xref>[1]</xref></p>
+<list><list-item><p>Upland streams</p></list-item></list></sec></sec>
+<sec><title>Results</title><p>Fur density rose with altitude.</p>
+<table-wrap><label>Table 1</label><caption><p>Counts</p></caption>
+<table><tr><th>River</th><th>Otters</th></tr><tr><td>Tay</td><td>31</td></tr></table></table-wrap>
+<fig><label>Fig 1</label><caption><p>An otter diving.</p></caption></fig></sec></body>
+<back><ack><p>We thank the wardens.</p></ack><ref-list><title>References</title>
+<ref><mixed-citation>Smith J. Keyword-dense title of other work. 2001.</mixed-citation></ref>
+</ref-list></back>
+</article>
+"""

@@ -9,11 +9,11 @@ import pytest
 from ingestion.errors import PermanentError
 from ingestion.parsers import parse
 from ingestion.parsers.detect import detect_kind
-from tests.ingestion.samples import BINARY, CORRUPT_PDF, HTML, MARKDOWN, make_docx, make_pdf
+from tests.ingestion.samples import BINARY, CORRUPT_PDF, HTML, JATS, MARKDOWN, make_docx, make_pdf
 
 pytestmark = pytest.mark.unit
 
-SHARED = Path("/work/shared/eval/docs")
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "eval" / "docs"
 
 
 def _segment_texts(doc):
@@ -24,6 +24,7 @@ def test_type_is_detected_from_content_not_extension():
     assert detect_kind(make_pdf([["hello"]]), "notes.txt") == "pdf"
     assert detect_kind(make_docx({"A": ["b"]}), "file.bin") == "docx"
     assert detect_kind(HTML.encode(), "page.txt") == "html"
+    assert detect_kind(JATS.encode(), "article.html") == "jats"
     assert detect_kind(MARKDOWN.encode(), "readme") == "markdown"
     assert detect_kind(b'{"text": "a"}\n{"text": "b"}\n', "data.txt") == "jsonl"
     assert detect_kind(b'[{"text": "a"}]', None) == "json"
@@ -75,6 +76,20 @@ def test_docx_headings_and_records():
     assert records.segments[0].heading_path == ("A",)
 
 
+def test_jats_sections_tables_and_figures_without_references():
+    doc = parse(JATS.encode(), "otters.nxml")
+    assert doc.kind == "jats" and doc.title == "Otters in cold rivers"
+    by_path = {s.heading_path: doc.text[s.start : s.end] for s in doc.segments}
+    assert list(by_path) == [("Abstract",), ("Methods", "Sites"), ("Results",), ("Acknowledgments",)]
+    # Every block is its own paragraph: no heading glued to the next sentence, no bare heading chunk.
+    assert by_path[("Methods", "Sites")].startswith("Methods\n\nSites\n\nWe sampled 12 rivers.")
+    assert "dense fur." in by_path[("Abstract",)]  # the entity only the DTD defines is dropped
+    assert "- Upland streams" in doc.text and "Tay | 31" in doc.text and "Fig 1 An otter diving." in doc.text
+    assert "Keyword-dense title" not in doc.text
+    with pytest.raises(PermanentError, match="no text"):
+        parse(b'<!DOCTYPE article PUBLIC "-//NLM//DTD JATS v1.2//EN" "x.dtd"><article><front', "a.xml")
+
+
 def test_permanent_errors_are_readable():
     with pytest.raises(PermanentError, match="empty file"):
         parse(b"  \n ", "e.txt")
@@ -92,6 +107,7 @@ def test_permanent_errors_are_readable():
         ("html/wiki_duck.html", "html", "Anatidae"),
         ("md/wiki.md", "markdown", "IBM"),
         ("docx/word_sample.docx", "docx", "swim"),
+        ("jats/pntd.0008301.nxml", "jats", "The overall pre-TAS pass rate"),
     ],
 )
 def test_shared_samples(path, kind, needle):
