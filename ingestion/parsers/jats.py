@@ -16,7 +16,7 @@ from ingestion.parsers.base import ParsedDocument, TextBuilder
 from ingestion.parsers.detect import MIME
 
 # No DTD, no external entities, no network: an article is data, not instructions to fetch more.
-# The second parser recovers what it can (e.g. an entity that only the unread DTD defines).
+# The second parser recovers what it can of a truncated or malformed article.
 _STRICT, _RECOVER = (
     etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, recover=recover)
     for recover in (False, True)
@@ -92,7 +92,8 @@ def parse_jats(data: bytes) -> ParsedDocument:
     meta = root.find("front/article-meta")
     meta = meta if meta is not None else etree.Element("article-meta")
     title = next((_text(t) for t in meta.iterfind("title-group/article-title")), "")
-    walker.pending.append(title)
+    if title:
+        walker.pending.append(title)
     for abstract in meta.iterchildren("abstract", "trans-abstract"):
         kind = abstract.get("abstract-type")
         heading = "Author summary" if kind == "summary" else (kind or "abstract").capitalize()

@@ -120,8 +120,12 @@ def test_quote_candidates_come_from_the_best_scoring_sources(similarity):
 
 def test_headings_titles_and_labels_are_not_quoted(similarity):
     """They score close to a question that names their topic, and answer nothing."""
-    text = f"Zephyr release notes\n\nRelease dates\n\nZephyr 4.2 release\n\n{ZEPHYR}"
-    source = Source(1, "c1", "d1", "Zephyr release notes", text, 0.8, headings=("Release dates",))
+    # All three pass the character bounds. The title and the heading have 4+ words: only their role
+    # keeps them out. The label has two.
+    title, heading = "The Zephyr 4.2 release notes", "When Zephyr 4.2 was released"
+    label = "Zephyr-4.2 release-date"
+    text = f"{title}\n\n## {heading}\n\n{label}\n\n{ZEPHYR}"
+    source = Source(1, "c1", "d1", title, text, 0.8, headings=("Notes", heading))
     quoted = {c.text for c in candidates(QUESTION, [source], 16, similarity)}
     assert quoted == {ZEPHYR[a:b] for a, b in sentence_spans(ZEPHYR)}
 
