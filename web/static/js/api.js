@@ -42,8 +42,9 @@ export async function api(path, { method = "GET", json, form, signal, as = "json
 }
 
 // A server that answers 503 with Retry-After (busy generating, or its database restarting) is asked
-// again after that many seconds, this many times at most.
-const BUSY_RETRIES = 10;
+// again after that many seconds, for this long in all. NOTE: a time budget, not a count of tries:
+// Retry-After is 2 s before the server has timed any answer, and one long answer outlasted 10 tries.
+const BUSY_PATIENCE_S = 300;
 
 function pause(seconds, signal) {
   return new Promise((resolve, reject) => {
@@ -59,7 +60,7 @@ function pause(seconds, signal) {
  * While the server is busy, onEvent gets `{type: "busy", retry_after}` before each new try. */
 export async function stream(path, json, onEvent, signal) {
   let response;
-  for (let attempt = 0; ; attempt++) {
+  for (let waited = 0; ; ) {
     response = await fetch(path, {
       method: "POST",
       signal,
@@ -67,10 +68,11 @@ export async function stream(path, json, onEvent, signal) {
       body: JSON.stringify(json),
     });
     const wait = Number(response.headers.get("Retry-After"));
-    if (response.ok || response.status !== 503 || !wait || attempt >= BUSY_RETRIES) break;
+    if (response.ok || response.status !== 503 || !wait || waited + wait > BUSY_PATIENCE_S) break;
     await response.body?.cancel();
     onEvent({ type: "busy", retry_after: wait });
     await pause(wait, signal);
+    waited += wait;
   }
   if (!response.ok) await fail(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
