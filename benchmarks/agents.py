@@ -13,7 +13,8 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
    success (both gold documents cited or both titles in the answer), LLM calls, prompt and
    completion tokens, wall time per task.
 
-Writes benchmarks/results/agents.json and prints tables. Tasks alternate the agent order per task
+Writes benchmarks/results/agents.json (agents.<model>.json for another `llm_model`, e.g. a GGUF path in
+GROUNDWORK_LLM_MODEL) and prints tables. Tasks alternate the agent order per task
 (ABC, BCA, CAB) so that machine noise does not favour one agent.
 """
 
@@ -260,11 +261,14 @@ def main() -> None:
     engine_client = start_local_engine(settings)
     backend = LocalChatBackend(engine_client)
     report = {"model": settings.llm_model, "machine": cpu_info(), "args": vars(args)}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    default = type(settings).model_fields["llm_model"].default
+    model = settings.llm_model
+    out = RESULTS if model == default else RESULTS.with_suffix(f".{Path(model).stem}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:
             report["bfcl"] = asyncio.run(bfcl(backend, args.limit, args.categories.split(","), args.free))
-            RESULTS.write_text(json.dumps(report, indent=1))  # a long run keeps its first part
+            out.write_text(json.dumps(report, indent=1))  # a long run keeps its first part
         if not args.skip_tasks:
             database = open_database(settings)
             upgrade_database(database.url)
@@ -275,7 +279,7 @@ def main() -> None:
             database.close()
     finally:
         engine_client.shutdown()
-    RESULTS.write_text(json.dumps(report, indent=1))
+    out.write_text(json.dumps(report, indent=1))
     print_tables(report)
 
 

@@ -8,8 +8,9 @@ A step's tokens come in two groups (the scheduler orders sequences by chunk leng
 - **paged** (`PagedBatch`): decodes and short chunks (speculative verification: the last token plus
   its guesses), all attended in one call. Backend `triton` (CUDA) reads keys and values in place
   from the pool (`attention_triton.py`; shapes depend only on the token count, so decode steps are
-  captured in CUDA graphs); backend `torch` (CPU, or CUDA without Triton) gathers the blocks of all
-  these sequences once and runs one batched SDPA.
+  captured in CUDA graphs); backend `torch` reads them in place too on fp32 CPU engines, through our C
+  kernel (`cpu_attention.py`), and elsewhere (CUDA without Triton, no C compiler) gathers the blocks of
+  all these sequences once and runs one batched SDPA.
 - **prefill chunks** (`PrefillChunk`): longer chunks, one SDPA call each (compute-bound); a first
   chunk attends its own K/V with `is_causal`, a later one gathers its cached prefix.
 """
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from inference import cpu_attention
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +143,10 @@ def _attend_paged(q: torch.Tensor, cache: torch.Tensor, p: PagedBatch, backend: 
         from inference.attention_triton import paged_attention_triton
 
         return paged_attention_triton(q, cache, p.block_tables, p.token_seq, p.context_lens)
+    if cpu_attention.serves(q, cache):
+        return cpu_attention.paged_attention_cpu(
+            q, cache, p.block_tables, p.token_seq, p.context_lens, p.max_context
+        )
     return _paged_torch(q, cache, p)
 
 

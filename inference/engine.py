@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from inference import cpu_attention
 from inference.attention import select_backend
 from inference.block_manager import BlockManager
 from inference.config import EngineConfig
@@ -82,9 +83,11 @@ class LLMEngine:
         graphs = (
             config.device.type == "cuda" and not config.enforce_eager and self.attention_backend == "triton"
         )
+        in_place = config.device.type == "cpu" and cpu_attention.load(config.cache_dir)
         log.info(
-            "paged attention backend %s; decode %s",
+            "paged attention backend %s%s; decode %s",
             self.attention_backend,
+            " (in place, C kernel)" if in_place else "",
             f"in CUDA graphs up to batch {config.max_num_seqs}" if graphs else "eager",
         )
         self.runner = ModelRunner(

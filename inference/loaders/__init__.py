@@ -7,6 +7,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -15,7 +16,8 @@ from transformers import PreTrainedTokenizerBase
 from inference.loaders.gguf_file import cached_hf_dir, convert, read_quantized
 from inference.loaders.hf_dir import iter_weights, load_tokenizer, read_model_config
 from inference.models.llama import LlamaForCausalLM
-from inference.quant.kernel import load_kernel
+from inference.quant.gguf_blocks import dequantized
+from inference.quant.kernel import load_kernel, native_bf16
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +56,16 @@ def load_model(
     fp32_cpu = device.type == "cpu" and dtype == torch.float32
     if quantized and path.suffix == ".gguf" and fp32_cpu and load_kernel(cache_dir) is not None:
         weights = read_quantized(path)
+        if native_bf16():
+            weights = {name: replace(w, dense=dequantized(w).bfloat16()) for name, w in weights.items()}
         model.use_quantized(weights)
         kinds = Counter(f"{w.source}->{w.kind}" for w in weights.values())
+        dense = sum(w.dense.numel() * 2 for w in weights.values() if w.dense is not None)
         log.info(
-            "GGUF weights kept quantized (%.0f MB): %s",
+            "GGUF weights kept quantized (%.0f MB): %s; bf16 copies for long chunks: %.0f MB",
             sum(w.nbytes for w in weights.values()) / 1e6,
             ", ".join(f"{n} x {k}" for k, n in sorted(kinds.items())),
+            dense / 1e6,
         )
     return model.eval(), tokenizer
 

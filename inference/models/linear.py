@@ -57,11 +57,16 @@ def linear(
     if isinstance(packed, QuantWeight):
         if x.shape[0] <= QUANT_MAX_ROWS:
             return qlinear(x, packed, bias)
-        # NOTE: a long chunk (prefill, big decode batches) is compute-bound: sgemm over the weight
-        # dequantized for this call beats the integer dot products. Its activations are rounded to the
-        # kernel's int8 grid first, so a row's result does not depend on its batch's size (beyond
-        # summation order, as with any change of kernel).
-        return F.linear(activation_grid(x), dequantized(packed), bias)
+        # NOTE: a long chunk (prefill, big decode batches) is compute-bound: a float matmul beats the
+        # integer dot products, in bf16 where the CPU has it (2.5x fp32), else sgemm over the weight
+        # dequantized for this call. Its activations are rounded to the kernel's int8 grid first, so a
+        # row's result barely depends on its batch's size: in fp32 up to summation order, in bf16 up
+        # to bf16 rounding of the products' inputs (the grid's values themselves are not all bf16).
+        grid = activation_grid(x)
+        if packed.dense is None:
+            return F.linear(grid, dequantized(packed), bias)
+        y = F.linear(grid.to(packed.dense.dtype), packed.dense).float()
+        return y if bias is None else y + bias
     rows = x.shape[0]
     if packed is None or not 1 < rows <= packed.rows:
         return F.linear(x, weight, bias)

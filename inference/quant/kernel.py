@@ -1,4 +1,5 @@
-"""Our CPU matmul over 4/8-bit weights (`qmatmul.c`), compiled once per source and CPU, loaded by ctypes.
+"""Our CPU matmul over 4/8-bit weights (`qmatmul.c`), compiled once per source and CPU, loaded by ctypes
+(`compiled` builds our other C kernels too).
 
 torch's own packed kernels (`_weight_int4pack_mm_for_cpu`, `_weight_int8pack_mm`) measured 28x and 23x
 slower than fp32 `F.linear` at one row on this AVX2 host (no AVX-512), so they are not used.
@@ -23,6 +24,12 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("qmatmul.c")
 GROUP = 32  # weights and activations are quantized in groups of this many along k
+# NOTE: OpenMP workers sleep between our calls (OMP_WAIT_POLICY=PASSIVE, which keeps two runtimes,
+# torch's and ours, from spinning against each other), and waking them costs more than a small matmul
+# gains from a second core: on 2 cores SmolLM2 decoded 48 tok/s with every call on one thread against
+# 35 on two, while Qwen 0.5B needs both on its large matrices (24 vs 18). Calls reading fewer bytes
+# than this run on one thread (SmolLM2: all but the head, 52-58 tok/s; Qwen 0.5B: 28).
+PARALLEL_MIN_BYTES = 2 << 20
 
 
 def cpu_flags() -> set[str]:
@@ -36,6 +43,12 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), which oneDNN uses through torch:
+    measured 2.5x fp32 sgemm on long chunks (2 cores, Zen 4). Without it bf16 is emulated: slower."""
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
 @dataclass(frozen=True)
 class QuantWeight:
     """A `[n, k]` weight in groups of 32 along k: w = d * q + mn (q4: q in 0..15, two per byte, see
@@ -46,6 +59,9 @@ class QuantWeight:
     d: torch.Tensor  # fp32 [n, k / 32]
     mn: torch.Tensor | None  # fp32 [n, k / 32] (q4 only)
     source: str
+    # The same weight dequantized once, in bf16, for long chunks on CPUs that multiply bf16 natively
+    # (see models/linear.py); None elsewhere.
+    dense: torch.Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -53,35 +69,45 @@ class QuantWeight:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the quantized form (the bf16 copy not counted)."""
         return sum(t.numel() * t.element_size() for t in (self.q, self.d, self.mn) if t is not None)
 
 
-def _compile(out: Path) -> None:
+def _compile(source: Path, out: Path) -> None:
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         so = Path(tmp) / out.name
-        cmd = [cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(so), str(SOURCE), "-lm"]
+        cmd = [cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(so), str(source), "-lm"]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         os.replace(so, out)
 
 
 @cache
-def load_kernel(cache_dir: Path | None) -> ctypes.CDLL | None:
-    """The compiled kernel (cached under `cache_dir/kernels/` by source and CPU flags), or None with a
-    logged reason where it cannot be built."""
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(sorted(cpu_flags())).encode()).hexdigest()[:16]
+def compiled(source: Path, cache_dir: Path | None) -> ctypes.CDLL | None:
+    """`source` (one of our C kernels) compiled with -march=native, cached under `cache_dir/kernels/` by
+    source and CPU flags; None with a logged warning where it cannot be built."""
+    key = hashlib.sha256(source.read_bytes() + " ".join(sorted(cpu_flags())).encode()).hexdigest()[:16]
     root = cache_dir if cache_dir is not None else Path(tempfile.gettempdir()) / "groundwork"
-    so = root / "kernels" / f"qmatmul-{key}.so"
+    so = root / "kernels" / f"{source.stem}-{key}.so"
     try:
         if not so.exists():
-            log.info("compiling the quantized matmul kernel into %s", so)
-            _compile(so)
-        lib = ctypes.CDLL(str(so))
+            log.info("compiling %s into %s", source.name, so)
+            _compile(source, so)
+        return ctypes.CDLL(str(so))
     except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
-        log.warning("quantized matmul kernel unavailable (%s); GGUF weights will be dequantized to fp32", e)
+        log.warning("C kernel %s unavailable (%s); the torch path serves instead", source.name, e)
+        return None
+
+
+@cache
+def load_kernel(cache_dir: Path | None) -> ctypes.CDLL | None:
+    """The quantized matmul kernel, or None where it cannot be built (GGUF weights are then dequantized
+    to fp32)."""
+    lib = compiled(SOURCE, cache_dir)
+    if lib is None:
         return None
     global _LIB
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
@@ -119,7 +145,7 @@ def qlinear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = None) -
     dx, sx = torch.empty(m, groups), torch.empty(m, groups)
     lib.quantize_rows(x.data_ptr(), m, k, qx.data_ptr(), dx.data_ptr(), sx.data_ptr())
     y = torch.empty(m, n)
-    threads = torch.get_num_threads()
+    threads = 1 if m * w.nbytes < PARALLEL_MIN_BYTES else torch.get_num_threads()
     if w.kind == "q4":
         lib.mm_q4(
             _ptr(qx),

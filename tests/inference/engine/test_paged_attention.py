@@ -1,4 +1,5 @@
-"""The paged attention paths (torch, and Triton where installed) against attention over plain K/V, and the
+"""The paged attention paths (torch, our in-place CPU kernel, and Triton where installed) against attention
+over plain K/V, and the
 decode graphs' static-buffer inputs against eager steps (CPU: the same buffers, run without capture)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from inference import cpu_attention
 from inference.attention import PagedBatch, _paged_torch, select_backend
 from inference.model_runner import ModelRunner
 from inference.protocol import SamplingParams
@@ -72,6 +74,21 @@ def test_torch_paged_path_matches_plain_attention(case, heads):
     cache, tables, token_seq, context, q = _random_paged(40, 4, contexts, *heads, 16)
     ours = _paged_torch(q, cache, _paged_batch(contexts, tables, token_seq, context))
     torch.testing.assert_close(ours, _reference(cache, tables, token_seq, context, q), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("heads", [(4, 2), (9, 3), (4, 4)], ids=["gqa2", "gqa3", "mha"])
+def test_cpu_kernel_reads_the_pool_in_place_like_plain_attention(tmp_path, case, heads):
+    if not cpu_attention.load(tmp_path):
+        pytest.skip("no C compiler: the in-place CPU kernel cannot be built here")
+    contexts = CASES[case] + [[0]]  # context 0 (no keys) must come out as zeros
+    cache, tables, token_seq, context, q = _random_paged(64, 4, contexts, *heads, 16)
+    assert cpu_attention.serves(q, cache)
+    ours = cpu_attention.paged_attention_cpu(q, cache, tables, token_seq, context, int(context.max()))
+    want = _reference(cache, tables, token_seq[:-1], context[:-1], q[:-1])
+    torch.testing.assert_close(ours[:-1], want, atol=1e-5, rtol=1e-5)
+    assert not ours[-1].any()
 
 
 @pytest.mark.unit

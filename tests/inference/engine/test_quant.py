@@ -3,6 +3,8 @@ the dequantised reference, and greedy outputs do not depend on the batch size.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -65,6 +67,9 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype):
     # Long chunks take sgemm over the same grids: equal up to summation order.
     long = torch.cat([x, torch.randn(11, COLS)])
     torch.testing.assert_close(linear(long, torch.empty(0), bias, w)[:5], got, rtol=1e-5, atol=1e-4)
+    # Or bf16 over a copy dequantized once (CPUs with native bf16): bf16 rounds inputs to 8 bits.
+    dense = replace(w, dense=dequantized(w).bfloat16())
+    assert (linear(long, torch.empty(0), bias, dense)[:5] - got).abs().max() <= 0.01 * got.abs().max()
 
 
 @pytest.mark.slow
@@ -72,15 +77,17 @@ def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path,
     from inference.config import EngineConfig
     from inference.engine import LLMEngine
     from inference.protocol import SamplingParams
-    from inference.quant.kernel import QuantWeight
+    from inference.quant.kernel import QuantWeight, native_bf16
 
     config = EngineConfig(
         smollm2_path, device="cpu", cache_dir=model_cache, speculative="off", gguf_quantized=True
     )
     engine = LLMEngine(config)
     assert isinstance(engine.model.packed_head, QuantWeight)
+    # Decode batches above 8 rows take bf16 copies on CPUs that have bf16, else fp32 sgemm.
+    assert (engine.model.packed_head.dense is not None) == native_bf16()
     assert all(isinstance(w, QuantWeight) for layer in engine.model.layers for w in layer.packed.values())
-    # 12 prompts: decode batches above 8 rows take the sgemm path, alone each takes the kernel.
+    # 12 prompts: decode batches above 8 rows take the long-chunk path, alone each takes the kernel.
     texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"] * 3
     prompts = [engine.tokenizer.encode(t) for t in texts]
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
