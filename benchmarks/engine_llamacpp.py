@@ -79,6 +79,10 @@ async def _theirs(url: str, prompts: list[list[int]], n: int) -> tuple[dict, lis
     return summary, [ids for _, ids, _ in results]
 
 
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
 def _workloads(tokenizer, quick: bool) -> dict[str, tuple[list[list[int]], int]]:
     def chat(text: str) -> list[int]:
         rendered = tokenizer.apply_chat_template(
@@ -119,7 +123,7 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
     engine = AsyncLLMEngine(config)
     engine.start()
     results: dict[str, dict] = {}
-    agree = ""
+    agree, prefix = "", 0.0
     try:
         asyncio.run(_ours(engine, workloads["decode_1"][0], 2))  # warm-up
         for i, (name, (prompts, n)) in enumerate(workloads.items()):
@@ -136,8 +140,9 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
                     row[f"{system}_ids"] = ids
                     console.print(gguf.name, name, system, {k: round(v, 3) for k, v in row[system].items()})
                 if name == "chat_32":
-                    same = sum(a == b for a, b in zip(row["ours_ids"], row["llama.cpp_ids"], strict=True))
-                    agree = f"{same}/{len(prompts)}"
+                    pairs = list(zip(row["ours_ids"], row["llama.cpp_ids"], strict=True))
+                    agree = f"{sum(a == b for a, b in pairs)}/{len(prompts)}"
+                    prefix = sum(_common_prefix(a, b) for a, b in pairs) / (len(pairs) * n)
                 del row["ours_ids"], row["llama.cpp_ids"]
                 key = "decode_tokens_per_s" if name == "decode_1" else "output_tokens_per_s"
                 row["ratio"] = row["ours"][key] / row["llama.cpp"][key]
@@ -153,6 +158,8 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
                       for name, (p, n) in workloads.items()},
         "results": results,
         "greedy_outputs_identical": agree,
+        # tokens before the first difference, as a share of all: one early near-tie ends a match
+        "greedy_common_prefix_share": round(prefix, 3),
         "targets": targets,
     }  # fmt: skip
 
@@ -192,6 +199,6 @@ def run(gguf: Path, cache_dir: Path, quick: bool, out: Path) -> None:
             )
     console.print(table)
     for model in report["models"]:
-        same = model["greedy_outputs_identical"]
-        console.print(f"{model['gguf']}: greedy outputs identical (chat workload) {same}")
+        same, prefix = model["greedy_outputs_identical"], model["greedy_common_prefix_share"]
+        console.print(f"{model['gguf']}: greedy chat outputs identical {same}, common prefix {prefix:.0%}")
     console.print(f"CPU flags {report['cpu_flags']}; written to {out}")

@@ -128,7 +128,8 @@ class EngineConfig:
     # None: `cpu_packed_rows` where the weights are packed (more rows cost much more), else no limit.
     spec_max_tokens: int | None = _default("spec_max_tokens")
     cpu_packed_rows: int = _default("cpu_packed_rows")  # fp32 CPU: packed for 2..this many rows; 0: off
-    gguf_quantized: bool = _default("gguf_quantized")  # GGUF 4/8-bit weights kept so (inference/quant/)
+    # GGUF 4/8-bit weights kept so (inference/quant/): True, False, or "auto" (by size, loaders/__init__.py)
+    gguf_quantized: bool | str = _default("gguf_quantized")
     # CUDA: decode steps replay CUDA graphs captured per batch size (cuda_graphs.py); True runs every
     # step eagerly. Graphs are always off on CPU and under the torch attention backend.
     enforce_eager: bool = _default("enforce_eager")
@@ -167,6 +168,8 @@ class EngineConfig:
             raise ValueError("spec_max_tokens must be > 0")
         if self.cpu_packed_rows < 0:
             raise ValueError("cpu_packed_rows must be >= 0")
+        if self.gguf_quantized not in (True, False, "auto"):
+            raise ValueError(f"gguf_quantized must be true, false or auto, got {self.gguf_quantized!r}")
         if self.attention_backend not in BACKENDS:
             raise ValueError(f"attention_backend must be one of {BACKENDS}")
         if self.num_speculative_tokens <= 0 or self.spec_max_batch < 0:

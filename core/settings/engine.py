@@ -55,14 +55,15 @@ class EngineSettings(BaseModel):
         "rows (speculative verification, small decode batches), which then cost about as much as one "
         "row; doubles the weights' memory. 0 turns it off.",
     )
-    gguf_quantized: bool = Field(
-        default=False,
+    gguf_quantized: bool | Literal["auto"] = Field(
+        default="auto",
         description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
         "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32 (activations are "
-        "rounded to int8 per 32, as llama.cpp does); perplexity +0.04% vs dequantised (benchmarks/engine.py "
-        "--perplexity). Off by default: at 32 concurrent chats it trails llama.cpp (0.67x, "
-        "benchmarks/engine.py --llamacpp) where fp32 led, and greedy outputs change. False dequantizes "
-        "them to fp32 at load.",
+        "rounded to int8 per 32, as llama.cpp does; its greedy outputs match llama.cpp's more often than "
+        "fp32's do). Against llama-server on the same file it leads on every workload of "
+        "benchmarks/engine.py --llamacpp; perplexity +0.10% vs dequantised (--perplexity). auto: kept "
+        "quantized when the fp32 weights would pass 1 GB (Qwen2.5-0.5B and up), so the packaged SmolLM2 "
+        "stays fp32, the precision the answer evals were measured at. False dequantizes to fp32 at load.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
     enforce_eager: bool = Field(

@@ -21,6 +21,12 @@ from inference.quant.kernel import load_kernel, native_bf16
 
 log = logging.getLogger(__name__)
 
+# NOTE: `quantized="auto"` keeps a GGUF 4/8-bit when its fp32 weights would pass this size. Smaller models
+# (the packaged SmolLM2: 538 MB) stay fp32, the precision the platform's answer evals were measured at;
+# larger ones (Qwen2.5-0.5B: 2 GB in fp32, 1.5B: 6 GB, 3B: 12 GB) would take 4-7x the memory and bytes
+# read per token of their quantized form.
+AUTO_QUANTIZED_MIN_BYTES = 1 << 30
+
 
 @contextmanager
 def hf_directory(path: Path, cache_dir: Path | None) -> Iterator[Path]:
@@ -38,10 +44,15 @@ def hf_directory(path: Path, cache_dir: Path | None) -> Iterator[Path]:
 
 
 def load_model(
-    path: Path, cache_dir: Path | None, device: torch.device, dtype: torch.dtype, quantized: bool = False
+    path: Path,
+    cache_dir: Path | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    quantized: bool | str = False,
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
-    """The model and its tokenizer; with `quantized`, a GGUF's quantized projections stay 4/8-bit on an
-    fp32 CPU model (inference/quant/), where the kernel builds."""
+    """The model and its tokenizer; with `quantized` (True, or "auto" for a model larger than
+    AUTO_QUANTIZED_MIN_BYTES in fp32), a GGUF's quantized projections stay 4/8-bit on an fp32 CPU model
+    (inference/quant/), where the kernel builds."""
     with hf_directory(path, cache_dir) as directory:
         cfg = read_model_config(directory)
         tokenizer = load_tokenizer(directory)
@@ -54,6 +65,10 @@ def load_model(
         model = model.to(dtype).to_empty(device=device)
         model.load_weights(iter_weights(directory))
     fp32_cpu = device.type == "cpu" and dtype == torch.float32
+    if quantized == "auto":
+        fp32_bytes = 4 * sum(p.numel() for p in model.parameters())
+        quantized = fp32_bytes > AUTO_QUANTIZED_MIN_BYTES
+        log.info("gguf_quantized auto: %s (fp32 weights %.0f MB)", quantized, fp32_bytes / 1e6)
     if quantized and path.suffix == ".gguf" and fp32_cpu and load_kernel(cache_dir) is not None:
         weights = read_quantized(path)
         if native_bf16():

@@ -80,6 +80,7 @@ def test_the_library_and_the_platform_share_their_defaults(tiny_llama):
         {"spec_max_tokens": 0},
         {"cpu_packed_rows": -1},
         {"attention_backend": "flash"},
+        {"gguf_quantized": "yes"},
     ],
 )
 def test_bad_values_are_rejected(tiny_llama, bad):

@@ -95,3 +95,18 @@ def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path,
     alone = [engine.generate([p], params)[0][0] for p in prompts]
     assert together == alone
     assert "Paris" in engine.tokenizer.decode(together[0])
+
+
+@pytest.mark.slow
+def test_auto_keeps_ggufs_quantized_above_a_size(smollm2_path, model_cache, monkeypatch):
+    """The packaged SmolLM2 (538 MB in fp32) stays fp32 under "auto"; a model past the size is kept
+    4/8-bit (here SmolLM2 itself, with the threshold lowered)."""
+    from inference import loaders
+    from inference.quant.kernel import QuantWeight
+
+    cpu = (torch.device("cpu"), torch.float32)
+    model, _ = loaders.load_model(smollm2_path, model_cache, *cpu, quantized="auto")
+    assert model.packed_head is None
+    monkeypatch.setattr(loaders, "AUTO_QUANTIZED_MIN_BYTES", 500 << 20)
+    model, _ = loaders.load_model(smollm2_path, model_cache, *cpu, quantized="auto")
+    assert isinstance(model.packed_head, QuantWeight)
