@@ -123,7 +123,7 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
     engine = AsyncLLMEngine(config)
     engine.start()
     results: dict[str, dict] = {}
-    agree, prefix = "", 0.0
+    agree, agree_8, prefix = "", "", 0.0
     try:
         asyncio.run(_ours(engine, workloads["decode_1"][0], 2))  # warm-up
         for i, (name, (prompts, n)) in enumerate(workloads.items()):
@@ -142,6 +142,7 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
                 if name == "chat_32":
                     pairs = list(zip(row["ours_ids"], row["llama.cpp_ids"], strict=True))
                     agree = f"{sum(a == b for a, b in pairs)}/{len(prompts)}"
+                    agree_8 = f"{sum(a[:8] == b[:8] for a, b in pairs)}/{len(prompts)}"
                     prefix = sum(_common_prefix(a, b) for a, b in pairs) / (len(pairs) * n)
                 del row["ours_ids"], row["llama.cpp_ids"]
                 key = "decode_tokens_per_s" if name == "decode_1" else "output_tokens_per_s"
@@ -158,6 +159,7 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
                       for name, (p, n) in workloads.items()},
         "results": results,
         "greedy_outputs_identical": agree,
+        "greedy_first_8_tokens_identical": agree_8,
         # tokens before the first difference, as a share of all: one early near-tie ends a match
         "greedy_common_prefix_share": round(prefix, 3),
         "targets": targets,
@@ -199,6 +201,10 @@ def run(gguf: Path, cache_dir: Path, quick: bool, out: Path) -> None:
             )
     console.print(table)
     for model in report["models"]:
-        same, prefix = model["greedy_outputs_identical"], model["greedy_common_prefix_share"]
-        console.print(f"{model['gguf']}: greedy chat outputs identical {same}, common prefix {prefix:.0%}")
+        keys = ("greedy_outputs_identical", "greedy_first_8_tokens_identical", "greedy_common_prefix_share")
+        same, first, prefix = (model[k] for k in keys)
+        console.print(
+            f"{model['gguf']}: greedy chat outputs identical {same} (first 8 tokens {first}), "
+            f"common prefix {prefix:.0%}"
+        )
     console.print(f"CPU flags {report['cpu_flags']}; written to {out}")
