@@ -1,6 +1,6 @@
 """The paged attention paths (torch, our in-place CPU kernel, and Triton where installed) against attention
-over plain K/V, and the
-decode graphs' static-buffer inputs against eager steps (CPU: the same buffers, run without capture)."""
+over plain K/V, and the decode graphs' static-buffer inputs against eager steps (CPU: the same buffers,
+run without capture)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,10 @@ def test_torch_paged_path_matches_plain_attention(case, heads):
 @pytest.mark.unit
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("heads", [(4, 2), (9, 3), (4, 4)], ids=["gqa2", "gqa3", "mha"])
-def test_cpu_kernel_reads_the_pool_in_place_like_plain_attention(tmp_path, case, heads):
+@pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "all-threads"])
+def test_cpu_kernel_reads_the_pool_in_place_as_plain_attention(tmp_path, monkeypatch, case, heads, threaded):
+    if threaded:  # these steps are small enough for one thread; large ones split (token, head) tasks
+        monkeypatch.setattr(cpu_attention, "PARALLEL_MIN_MACS", 0)
     if not cpu_attention.load(tmp_path):
         pytest.skip("no C compiler: the in-place CPU kernel cannot be built here")
     contexts = CASES[case] + [[0]]  # context 0 (no keys) must come out as zeros
@@ -146,5 +149,9 @@ def test_static_decode_buffers_give_the_eager_outputs(tiny_llama, make_engine, b
 def test_cpu_engines_use_the_torch_backend_without_graphs(tiny_llama, make_engine):
     engine = make_engine(tiny_llama)
     assert engine.attention_backend == "torch" and engine.runner.graphs is None
+    cache = engine.runner.kv_caches[0]
+    q = torch.zeros(1, 4, cache.shape[-1])
+    # fp32 CPU engines read the pool in place (head_dim 16 here), where a C compiler is found
+    assert cpu_attention.serves(q, cache) == (cpu_attention.compiled(cpu_attention.SOURCE, None) is not None)
     with pytest.raises(ValueError, match="needs a CUDA device"):
         select_backend("triton", torch.device("cpu"), 64)

@@ -12,6 +12,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
 from inference.models.linear import linear
+from inference.quant import kernel as kernel_module
 from inference.quant.gguf_blocks import dequantized, to_quant
 from inference.quant.kernel import load_kernel, qlinear
 
@@ -45,7 +46,7 @@ def kernel(tmp_path_factory):
 
 @pytest.mark.unit
 @pytest.mark.parametrize("qtype", [*EXACT, *REQUANTISED], ids=lambda t: t.name)
-def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype):
+def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkeypatch):
     rng = np.random.default_rng(int(qtype))
     data = _random_blocks(qtype, rng)
     reference = torch.from_numpy(np.asarray(dequantize(data, qtype), dtype=np.float32).reshape(ROWS, COLS))
@@ -64,12 +65,18 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype):
     assert (got - expected).abs().max() <= 0.01 * expected.abs().max()
     # Each row's result is independent of the others in the batch, bit for bit.
     assert torch.equal(qlinear(x[2:3], w, bias), got[2:3])
+    # This small weight runs on one thread; on all of them (large weights) the result is the same.
+    monkeypatch.setattr(kernel_module, "PARALLEL_MIN_BYTES", 0)
+    assert torch.get_num_threads() == 1 or torch.equal(qlinear(x, w, bias), got)
     # Long chunks take sgemm over the same grids: equal up to summation order.
     long = torch.cat([x, torch.randn(11, COLS)])
     torch.testing.assert_close(linear(long, torch.empty(0), bias, w)[:5], got, rtol=1e-5, atol=1e-4)
     # Or bf16 over a copy dequantized once (CPUs with native bf16): bf16 rounds inputs to 8 bits.
     dense = replace(w, dense=dequantized(w).bfloat16())
     assert (linear(long, torch.empty(0), bias, dense)[:5] - got).abs().max() <= 0.01 * got.abs().max()
+    # ... and long chunks do read that copy when there is one (a zero copy leaves only the bias).
+    zero = replace(w, dense=torch.zeros(ROWS, COLS, dtype=torch.bfloat16))
+    assert torch.equal(linear(long, torch.empty(0), bias, zero), bias.expand(len(long), -1))
 
 
 @pytest.mark.slow
