@@ -14,7 +14,8 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
    completion tokens, wall time per task.
 
 Writes benchmarks/results/agents.json (agents.<model>.json for another `llm_model`, e.g. a GGUF path in
-GROUNDWORK_LLM_MODEL) and prints tables. Tasks alternate the agent order per task
+GROUNDWORK_LLM_MODEL) and prints tables; a part skipped with --skip-* is kept from the earlier file
+(under "carried_over"). Tasks alternate the agent order per task
 (ABC, BCA, CAB) so that machine noise does not favour one agent.
 """
 
@@ -268,7 +269,7 @@ def main() -> None:
     try:
         if not args.skip_bfcl:
             report["bfcl"] = asyncio.run(bfcl(backend, args.limit, args.categories.split(","), args.free))
-            out.write_text(json.dumps(report, indent=1))  # a long run keeps its first part
+            out.write_text(json.dumps(carry_over(report, out), indent=1))  # a long run keeps its first part
         if not args.skip_tasks:
             database = open_database(settings)
             upgrade_database(database.url)
@@ -279,8 +280,19 @@ def main() -> None:
             database.close()
     finally:
         engine_client.shutdown()
-    out.write_text(json.dumps(report, indent=1))
+    out.write_text(json.dumps(carry_over(report, out), indent=1))
     print_tables(report)
+
+
+def carry_over(report: dict, out: Path) -> dict:
+    """The report, with the parts this run skipped taken from the earlier results file (marked, with
+    the machine each ran on), so that `--skip-bfcl` re-measures the tasks without losing the rest."""
+    earlier = json.loads(out.read_text()) if out.exists() else {}
+    parts = [k for k in ("bfcl", "tasks") if k not in report and k in earlier]
+    if not parts:
+        return report
+    machines = {k: earlier.get("carried_over", {}).get(k, earlier.get("machine")) for k in parts}
+    return {**report, **{k: earlier[k] for k in parts}, "carried_over": machines}  # part -> its machine
 
 
 def print_tables(report: dict) -> None:

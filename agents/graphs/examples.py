@@ -26,14 +26,50 @@ REACT = [
     call(FINAL_ANSWER, ANSWER),
 ]
 
+# ReWOO shows two tasks: one fact, one search; two things, one search each. With the first alone the
+# planners searched the whole task once, and the two-thing tasks found half of what they asked for.
+PAIR = "When did the Bar festival start, and where does the Baz river flow?"
+PAIR_EVIDENCE = [
+    (
+        "search",
+        "Bar festival",
+        "[1] bar-festival.txt: The Bar festival started in 1988 in Linden.\n[2] linden.txt: Linden is a town",
+    ),
+    (
+        "search",
+        "Baz river",
+        "[4] baz-river.txt: The Baz river flows north into Lake Qux.\n[5] qux.txt: Lake Qux is",
+    ),
+]
+PAIR_ANSWER = {
+    "answer": "The Bar festival started in 1988 [1]; the Baz river flows into Lake Qux [4].",
+    "sources": [1, 4],
+}
+
+REWOO_INPUTS = ["Foo report author", *(query for _, query, _ in PAIR_EVIDENCE)]
 REWOO_PLANNER = [
     {"role": "user", "content": QUESTION},
-    call("plan", {"steps": [{"tool": "search", "input": QUESTION}]}),
+    call("plan", {"steps": [{"tool": "search", "input": REWOO_INPUTS[0]}]}),
+    {"role": "user", "content": PAIR},
+    call("plan", {"steps": [{"tool": tool, "input": query} for tool, query, _ in PAIR_EVIDENCE]}),
 ]
 
+
+def copied(step_input: str, task: str) -> bool:
+    """Whether a planned input is a worked example's, which the task does not mention."""
+    text = step_input.strip().lower()
+    return text in {i.lower() for i in REWOO_INPUTS} and text not in task.lower()
+
+
+def evidence(task: str, steps: list[tuple[str, str, str]]) -> str:
+    """The ReWOO solver's prompt: the task, then each (tool, input, observation) as `#E<n> tool[input]:`."""
+    listed = "\n".join(f"#E{i} {tool}[{arg}]: {seen}" for i, (tool, arg, seen) in enumerate(steps, 1))
+    return f"Task: {task}\n\nEvidence:\n{listed}"
+
+
 REWOO_SOLVER = [
-    {"role": "user", "content": f"Task: {QUESTION}\n\nEvidence:\n#E1 search[{QUESTION}]: {OBSERVATION}"},
-    call(FINAL_ANSWER, ANSWER),
+    {"role": "user", "content": evidence(PAIR, PAIR_EVIDENCE)},
+    call(FINAL_ANSWER, PAIR_ANSWER),
 ]
 
 PLANNER = [

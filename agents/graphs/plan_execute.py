@@ -25,6 +25,7 @@ from agents.graphs.common import (
     final_call,
     finish,
     llm_turn,
+    merge_updates,
     over_budget,
     stop,
 )
@@ -76,9 +77,9 @@ async def planner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     )
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
-        return {**update, **stop("error", f"the planner wrote no valid plan ({turn.finish_reason})")}
+        return merge_updates(update, stop("error", f"the planner wrote no valid plan ({turn.finish_reason})"))
     plan = check_plan(call.arguments["steps"])
-    return {**update, **emit({"type": "plan", "plan": plan}), "plan": plan}
+    return merge_updates(update, emit({"type": "plan", "plan": plan}), {"plan": plan})
 
 
 async def review(state: PlanExecuteState, config: RunnableConfig) -> dict:
@@ -125,7 +126,7 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     ]
     turn, update = await llm_turn(deps, "replanner", messages, tools)
     if final := final_call(turn):
-        return {**update, **finish({**state, **update}, final)}
+        return merge_updates(update, finish({**state, **update}, final))
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
         return {
@@ -133,7 +134,7 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
             **stop("error", f"the re-planner gave neither an answer nor a plan ({turn.finish_reason})"),
         }
     plan = check_plan(call.arguments["steps"])
-    return {**update, **emit({"type": "plan", "plan": plan, "replanned": True}), "plan": plan}
+    return merge_updates(update, emit({"type": "plan", "plan": plan, "replanned": True}), {"plan": plan})
 
 
 def _next(state: PlanExecuteState) -> str:

@@ -53,7 +53,7 @@ async def agent(state: ReactState, config: RunnableConfig) -> dict:
     ]
     turn, update = await llm_turn(deps, "agent", messages, deps.offered())
     if final := final_call(turn):
-        return {**update, **finish({**state, **update}, final)}
+        return merge_updates(update, finish({**state, **update}, final))
     if not turn.tool_calls:
         note = "Error: no tool call; call one of the tools or final_answer."
         return {**update, "messages": [{"role": "user", "content": note}], "pending": []}

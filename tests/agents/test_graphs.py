@@ -117,6 +117,22 @@ def test_rewoo_plans_once_and_substitutes_evidence():
     assert [s["id"] for s in out["plan"]] == ["E1", "E2"]
     assert out["evidence"]["E2"].endswith("= 50") and out["answer"] == "50"
     assert out["usage"]["llm_calls"] == 2 and [s[2] for s in model.seen] == ["plan", "final_answer"]
+    # the state's trace keeps each turn beside the plan and the answer recorded with it
+    assert [s["node"] for s in out["steps"] if s["type"] == "llm"] == ["planner", "solver"]
+    assert [s["type"] for s in out["steps"]][-2:] == ["llm", "answer"]
+
+
+def test_rewoo_drops_steps_copied_from_its_worked_examples():
+    copy = {"steps": [{"tool": "calculator", "input": "Baz river"}, {"tool": "calculator", "input": "2+3"}]}
+    model = ScriptedModel(("plan", copy), ("final_answer", {"answer": "5", "sources": []}))
+    _, _, out = run("rewoo", deps(model), task="What is 2+3?")
+    assert [s["input"] for s in out["plan"]] == ["2+3"] and out["usage"]["tool_calls"] == 1
+    [event] = [s for s in out["steps"] if s["type"] == "plan"]
+    assert event["dropped"] == [{"tool": "calculator", "input": "Baz river"}]
+    # a task that names the example's words keeps the step
+    model = ScriptedModel(("plan", copy), ("final_answer", {"answer": "5", "sources": []}))
+    _, _, out = run("rewoo", deps(model), task="Where does the Baz river flow? And 2+3?")
+    assert [s["input"] for s in out["plan"]] == ["Baz river", "2+3"]
 
 
 def test_review_plan_pauses_and_takes_an_edited_plan():

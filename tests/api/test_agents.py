@@ -82,7 +82,10 @@ def test_client_tool_pauses_and_resumes_also_after_an_api_restart(client, settin
             f"/v1/agents/runs/{run['id']}/tool_outputs",
             json={"tool_outputs": [{"tool_call_id": call["id"], "output": "Ada Lane has the Gold plan."}]},
         ).json()
-    assert done["status"] == "completed" and done["finish_reason"] == "answered", done
+    assert done["status"] == "completed" and done["finish_reason"] == "answered", (
+        done["plan"],
+        done["required_action"],
+    )
     results = [s for s in done["trace"] if s["type"] == "tool_result"]
     assert results[0]["output"] == "Ada Lane has the Gold plan."
     _assert_calls_valid(done, (LOOKUP,))
