@@ -55,10 +55,13 @@ REWOO_PLANNER = [
 ]
 
 
+_REWOO_INPUTS_LOWER = frozenset(i.lower() for i in REWOO_INPUTS)
+
+
 def copied(step_input: str, task: str) -> bool:
     """Whether a planned input is a worked example's, which the task does not mention."""
     text = step_input.strip().lower()
-    return text in {i.lower() for i in REWOO_INPUTS} and text not in task.lower()
+    return text in _REWOO_INPUTS_LOWER and text not in task.lower()
 
 
 def evidence(task: str, steps: list[tuple[str, str, str]]) -> str:

@@ -103,14 +103,33 @@ async def planner(state: RewooState, config: RunnableConfig) -> dict:
     call = next((c for c in turn.tool_calls if c.error is None), None)
     if call is None:
         return merge_updates(update, stop("error", f"the planner wrote no valid plan ({turn.finish_reason})"))
-    # NOTE: a small planner copies the worked examples: SmolLM2 planned lookup_customer("Baz river")
-    # for a customer's plan. Such steps are dropped (and shown in the plan event), unless none is left.
-    steps = call.arguments["steps"]
-    kept = [s for s in steps if not examples.copied(str(s.get("input", "")), state["task"])] or steps
+    kept, dropped = without_copies(call.arguments["steps"], state["task"])
     plan = check_plan(kept, deps)[: deps.budgets.max_steps]
-    dropped = [s for s in steps if s not in kept]
     event = {"type": "plan", "plan": plan, **({"dropped": dropped} if dropped else {})}
     return merge_updates(update, emit(event), {"plan": plan, "evidence": {}, "values": {}})
+
+
+def without_copies(steps: list[dict], task: str) -> tuple[list[dict], list[dict]]:
+    """The planned steps less those copied from the worked examples, and those dropped. NOTE: a small
+    planner copies the examples (SmolLM2 planned lookup_customer("Baz river") for a customer's plan).
+    A copied step stays when a later step uses its #E, or when no step would be left; the #E
+    references of the steps kept are renumbered to match."""
+    inputs = [str(s.get("input", "")) for s in steps]
+    used = {int(n) for text in inputs for n in _REFERENCE.findall(text)}
+    drop = {i for i, text in enumerate(inputs, 1) if examples.copied(text, task) and i not in used}
+    if len(drop) == len(steps):
+        return steps, []
+    numbers = {old: new for new, old in enumerate(sorted(set(range(1, len(steps) + 1)) - drop), 1)}
+
+    def renumber(match: re.Match) -> str:
+        return f"#E{numbers.get(int(match.group(1)), match.group(1))}"
+
+    kept = [
+        {**s, "input": _REFERENCE.sub(renumber, text)}
+        for i, (s, text) in enumerate(zip(steps, inputs, strict=True), 1)
+        if i not in drop
+    ]
+    return kept, [steps[i - 1] for i in sorted(drop)]
 
 
 async def review(state: RewooState, config: RunnableConfig) -> dict:

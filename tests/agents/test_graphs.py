@@ -13,6 +13,7 @@ from langgraph.types import Command
 from agents.chat_model import ModelTurn, ToolCall, validate_call
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
+from agents.graphs.rewoo import without_copies
 from agents.tools import ToolContext
 from inference.client import Usage
 
@@ -129,6 +130,18 @@ def test_rewoo_drops_steps_copied_from_its_worked_examples():
     assert [s["input"] for s in out["plan"]] == ["2+3"] and out["usage"]["tool_calls"] == 1
     [event] = [s for s in out["steps"] if s["type"] == "plan"]
     assert event["dropped"] == [{"tool": "calculator", "input": "Baz river"}]
+    # later #E references follow the renumbering; a copied step whose result is used stays
+    steps = [
+        {"tool": "calculator", "input": "Baz river"},
+        {"tool": "calculator", "input": "2+3"},
+        {"tool": "calculator", "input": "#E2 * 10"},
+    ]
+    assert without_copies(steps, "task") == (
+        [{"tool": "calculator", "input": "2+3"}, {"tool": "calculator", "input": "#E1 * 10"}],
+        [steps[0]],
+    )
+    used = [steps[0], {"tool": "calculator", "input": "#E1"}]
+    assert without_copies(used, "task") == (used, [])
     # a task that names the example's words keeps the step
     model = ScriptedModel(("plan", copy), ("final_answer", {"answer": "5", "sources": []}))
     _, _, out = run("rewoo", deps(model), task="Where does the Baz river flow? And 2+3?")
