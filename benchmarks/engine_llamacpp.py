@@ -7,7 +7,8 @@ keeps the GGUF's 4/8-bit projections quantized (`gguf_quantized`), otherwise shi
 Workloads (issue 15): 32 concurrent chats x 32 tokens; single-stream decode (128 tokens); RAG-shaped
 (1,500-token prompts, 128-token answers) at 1 and 8 concurrent. The systems alternate per workload.
 Also: the share of the chat workload's greedy outputs that are identical between the two. A full run
-also measures the Qwen2.5-Coder-0.5B Q4_K_M GGUF (benchmarks/ggufs.py) where its packages can be had.
+also measures the Qwen2.5-Coder-0.5B Q4_K_M GGUF (`groundwork models pull qwen2.5-coder-0.5b`) where
+its packages can be had.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoTokenizer
 
-from benchmarks import ggufs, llamacpp
+from benchmarks import llamacpp
 from benchmarks.chat_prompts import PROMPTS
+from core.catalog import PULLABLE_MODELS, PullFailed, pull
 from core.settings import get_settings
 from inference.async_engine import AsyncLLMEngine
 from inference.config import EngineConfig
@@ -169,14 +171,17 @@ def _compare(binary: Path, gguf: Path, cache_dir: Path, quick: bool, console: Co
 def run(gguf: Path, cache_dir: Path, quick: bool, out: Path) -> None:
     """`gguf`, then (full runs) the Qwen 0.5B Q4_K_M GGUF where its packages can be had."""
     console = Console()
-    data = get_settings().data_dir
-    binary = llamacpp.build(data / "llama.cpp", console.print)
+    settings = get_settings()
+    binary = llamacpp.build(settings.data_dir / "llama.cpp", console.print)
     if binary is None:
         return
     models = [gguf]
     if not quick:
-        qwen = ggufs.fetch(ggufs.QWEN_05B, data / "ggufs", console.print)
-        models += [qwen] if qwen is not None else []
+        try:
+            qwen = PULLABLE_MODELS["qwen2.5-coder-0.5b"]
+            models.append(pull(qwen, settings.model_cache_dir, console.print))
+        except PullFailed as exc:
+            console.print(f"Qwen 0.5B skipped: {exc}")
     report = {
         "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))),
         "models": [_compare(binary, path, cache_dir, quick, console) for path in models],

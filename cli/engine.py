@@ -24,7 +24,7 @@ def _load_engine(spec: str | None, settings: Settings):
 
     spec = spec or settings.llm_model
     try:
-        resolved = resolve_model(spec, offline=settings.hf_offline)
+        resolved = resolve_model(spec, settings.hf_offline, settings.model_cache_dir)
     except ModelNotAvailable as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(2) from None

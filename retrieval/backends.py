@@ -28,7 +28,7 @@ def start_local_engine(settings: Settings) -> EngineClient:
     from core.registry import resolve_model
     from inference.async_engine import AsyncLLMEngine  # torch + model: only when needed
 
-    resolved = resolve_model(settings.llm_model, offline=settings.hf_offline)
+    resolved = resolve_model(settings.llm_model, settings.hf_offline, settings.model_cache_dir)
     engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=settings.llm_model)
     engine.start()
     return engine

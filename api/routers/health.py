@@ -35,7 +35,7 @@ def _check_broker(state) -> str:
 
 def _check_models(state) -> str:
     for spec in (state.settings.embedding_model, state.settings.llm_model):
-        resolve_model(spec, offline=state.settings.hf_offline)
+        resolve_model(spec, state.settings.hf_offline, state.settings.model_cache_dir)
     return "ok"
 
 
