@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from agents.qa.citations import citation_entry
 from agents.qa.claims import Evidence, claim_entry
-from agents.qa.sentences import content_words, sentence_spans
+from agents.qa.sentences import content_words, is_whole, sentence_spans
 from agents.qa.sources import Source
 
 # Query and texts -> one similarity per text (the embedding model's cosine, in practice).
@@ -67,7 +67,8 @@ def candidates(
 ) -> list[Candidate]:
     """The `limit` source sentences closest to the question, in reading order, taken from the
     `max_sources` sources whose best sentence scores highest (all sources when None). Headings and
-    the document's title are not sentences: a heading can score high and answers nothing.
+    the document's title are not sentences: a heading can score high and answers nothing; nor is
+    the piece of a sentence that a chunk boundary cut (a quote must never start or end mid-sentence).
 
     A sentence scores its similarity to the question minus `rank_weight` per place its source
     stands below the best in retrieval (`Source.rank`): retrieval saw the whole chunk, the sentence
@@ -83,7 +84,12 @@ def candidates(
         headings = {source.title, *source.headings}
         for start, end in sentence_spans(source.text):
             text = source.text[start:end]
-            if _quotable(text) and text not in seen and text.lstrip("#").strip() not in headings:
+            if (
+                _quotable(text)
+                and text not in seen
+                and text.lstrip("#").strip() not in headings
+                and is_whole(source.text, start, end, source.lead, source.trail)
+            ):
                 seen.add(text)
                 pool.append((source, start, end))
     if not pool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from agents.qa.boundaries import with_document_context
 from agents.qa.neighbors import expand_neighbors
 from agents.qa.sources import Source
 from core.models import Collection
@@ -67,4 +68,4 @@ async def retrieve_sources(
     ranked = [by_id[h.chunk_id] for h in fused]
     top_k = request.top_k or settings.qa.top_k
     sources = [to_source(hit, rank) for rank, hit in enumerate(ranked[:top_k])]
-    return expand_neighbors(session, sources, radius), timings
+    return with_document_context(session, expand_neighbors(session, sources, radius)), timings

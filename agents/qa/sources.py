@@ -22,6 +22,10 @@ class Source:
     source_id: str = ""  # the document's source (file name, URL, id given at upload)
     rank: int = 0  # place in the retrieval ranking, 0 = best (numbers follow the prompt's layout)
     headings: tuple[str, ...] = ()  # the chunk's section path (quote mode never quotes a heading)
+    # The document's text just before and after `text` ("" at its start/end; None: not looked up),
+    # which tells whether the chunk's first and last sentences are whole (boundaries.py).
+    lead: str | None = None
+    trail: str | None = None
 
     def as_dict(self) -> dict:
         return {

@@ -17,7 +17,7 @@ from xgrammar.testing import _is_grammar_accept_string
 from agents.qa.claims import check_claims
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.quote import Candidate, candidates, first_choices, parse_quote, quote_grammar
-from agents.qa.sentences import sentence_spans
+from agents.qa.sentences import is_whole, sentence_spans
 from agents.qa.sources import Source
 from agents.qa.verify import engine_verifier
 from api.routers.ask import embedding_similarity
@@ -128,6 +128,35 @@ def test_headings_titles_and_labels_are_not_quoted(similarity):
     source = Source(1, "c1", "d1", title, text, 0.8, headings=("Notes", heading))
     quoted = {c.text for c in candidates(QUESTION, [source], 16, similarity)}
     assert quoted == {ZEPHYR[a:b] for a, b in sentence_spans(ZEPHYR)}
+
+
+def test_sentences_cut_by_a_chunk_boundary_are_not_whole():
+    text = "URL, Groundwork starts an embedded server. It runs migrations. Then it starts the worker and"
+    first, middle, last = sentence_spans(text)
+    # The chunk began inside a sentence ("... set no database URL, ...") and ends inside another.
+    assert not is_whole(text, *first, lead="If you set no database ", trail=" the API.")
+    assert is_whole(text, *middle, lead="If you set no database ", trail=" the API.")
+    assert not is_whole(text, *last, lead="If you set no database ", trail=" the API.")
+    # At the document's start and end, after a sentence or a line break, they are whole.
+    assert is_whole(text, *first, lead="", trail="")
+    assert is_whole(text, *first, lead="It is one command. ", trail="\nNext line")
+    assert is_whole(text, *first, lead="## Start\n", trail="")
+    assert is_whole(text, *last, lead="", trail="\n\n## Next")
+    # A last sentence that ends with its full stop, followed by a space in the document, is whole;
+    # one that a cut left without the rest of its line is not.
+    done = "It ends here."
+    assert is_whole(done, 0, len(done), lead="", trail=" And more.")
+    cut = "It ends here"
+    assert not is_whole(cut, 0, len(cut), lead="", trail=". And more.")
+
+
+def test_quote_candidates_never_start_or_end_mid_sentence(similarity):
+    text = "URL, Groundwork starts an embedded PostgreSQL server. It then runs the schema migrations first"
+    source = Source(1, "c1", "d1", "Start", text, 0.8, char_start=120, lead="no database ", trail=" of all.")
+    quoted = [c.text for c in candidates("What does groundwork start?", [source], 16, similarity)]
+    assert quoted == []  # both sentences were cut: nothing is quotable
+    whole = Source(1, "c1", "d1", "Start", text, 0.8, char_start=0, lead="", trail="")
+    assert len(candidates("What does groundwork start?", [whole], 16, similarity)) == 2
 
 
 def test_quote_answer_is_verbatim_source_sentences_streaming_too(settings, engine, similarity):
