@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from agents.qa.attribution import attribute
 from agents.qa.citations import resolve_citations
 from agents.qa.claims import Verifier, check_claims
+from agents.qa.followups import standalone
 from agents.qa.prompt import NO_ANSWER, QUOTE_INSTRUCTIONS, build_messages, build_rewrite_messages
 from agents.qa.quote import (
     Similarity,
@@ -103,7 +104,7 @@ class AskPipeline:
             return request.question
         messages = build_rewrite_messages(request.question, request.history)
         text, _ = await complete_chat(self.backend, messages, SamplingParams(max_tokens=48, temperature=0.0))
-        return text.strip().splitlines()[0].strip() if text.strip() else request.question
+        return standalone(request.question, text, request.history)[0]
 
     def _grounded(self, sources: list[Source]) -> bool:
         if not self.settings.refuse_without_sources:

@@ -1,6 +1,7 @@
 import pytest
 
 from agents.qa.citations import resolve_citations
+from agents.qa.followups import keeps_subject, standalone
 from agents.qa.prompt import INSTRUCTIONS, build_messages
 from agents.qa.sources import Source, fit_to_budget, order_for_attention
 
@@ -58,3 +59,20 @@ def test_uncited_sentences_get_the_source_they_copy_flagged_as_attributed():
         == "Zephyr 4.2 was released on 12 March 2026 [1]. Owls fly silently [2]. I like turtles very much."
     )
     assert added == {1}
+
+
+def test_follow_up_rewrites_that_lose_the_subject_are_not_used():
+    history = [
+        {"role": "user", "content": "What is new in Zephyr 4.2?"},
+        {"role": "assistant", "content": "Zephyr 4.2 adds the QX-7 sensor [1]."},
+    ]
+    question = "Which sensor does it add?"
+    good = "Which sensor does Zephyr 4.2 add?"
+    assert standalone(question, good, history) == (good, "rewrite")
+    lost = "The user's last question is about the user's last question."
+    joined = "What is new in Zephyr 4.2? Which sensor does it add?"
+    assert standalone(question, lost, history) == (joined, "joined")
+    assert standalone(question, question, history) == (joined, "joined")  # "it" left unresolved
+    assert standalone(question, "Zephyr release dates", history) == (joined, "joined")  # question lost
+    assert standalone(question, "", history) == (joined, "joined")
+    assert keeps_subject(question, f"{good}\nA second line is ignored by standalone, not here")
