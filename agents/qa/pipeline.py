@@ -6,7 +6,7 @@ the non-streaming path is the same code run to the end:
   {"type": "sources", ...}  once, before any answer token
   {"type": "token", "text"} many
   {"type": "done", "answer", "citations", "invalid_citations", "usage", "timings", "grounded",
-   "answer_mode_used", "quote_method", "fallback", "claims"}
+   "answer_mode_used", "quote_method", "fallback", "claims", "context"}
 
 Answer modes (`AskRequest.answer_mode`, default `QASettings.answer_mode`): `generate` lets the model
 write and then checks every sentence against its sources (claims.py); `quote` has it choose whole
@@ -22,8 +22,15 @@ from dataclasses import dataclass, field
 from agents.qa.attribution import attribute
 from agents.qa.citations import resolve_citations
 from agents.qa.claims import Verifier, check_claims
+from agents.qa.context import context_report
 from agents.qa.followups import standalone
-from agents.qa.prompt import NO_ANSWER, QUOTE_INSTRUCTIONS, build_messages, build_rewrite_messages
+from agents.qa.prompt import (
+    INSTRUCTIONS,
+    NO_ANSWER,
+    QUOTE_INSTRUCTIONS,
+    build_messages,
+    build_rewrite_messages,
+)
 from agents.qa.quote import (
     Similarity,
     assemble,
@@ -118,28 +125,34 @@ class AskPipeline:
         timings["rewrite_ms"] = (time.perf_counter() - start) * 1000
         ranked, retrieval_timings = await self.retrieve(query)
         timings.update(retrieval_timings)
-        sources = order_for_attention(
-            fit_to_budget(
-                ranked,
-                request.sources_token_budget or self.settings.sources_token_budget,
-                self.backend.count_tokens,
-            )
-        )
+        budget = request.sources_token_budget or self.settings.sources_token_budget
+        sources = order_for_attention(fit_to_budget(ranked, budget, self.backend.count_tokens))
         yield {"type": "sources", "query": query, "sources": [s.as_dict() for s in sources]}
+        history = request.history[-self.settings.history_turns :] if request.history else []
+        quoting = self.answer_mode(request.answer_mode) == "quote"
+        context = context_report(
+            QUOTE_INSTRUCTIONS if quoting else INSTRUCTIONS,
+            request.question,
+            history,
+            len(request.history) - len(history),
+            sources,
+            ranked,
+            budget,
+            self.backend.count_tokens,
+        )
 
         if not self._grounded(sources):
             yield {"type": "token", "text": NO_ANSWER}
             timings["total_ms"] = (time.perf_counter() - start) * 1000
-            mode = self.answer_mode(request.answer_mode)
+            mode = "quote" if quoting else "generate"
             yield self._done(
-                Answer(NO_ANSWER, [], [], Usage(), "stop", mode, claims=[]), timings, grounded=False
+                Answer(NO_ANSWER, [], [], Usage(), "stop", mode, claims=[]), timings, False, context
             )
             return
 
-        history = request.history[-self.settings.history_turns :] if request.history else []
         gen_start = time.perf_counter()
         result: list[Answer] = []
-        if self.answer_mode(request.answer_mode) == "quote":
+        if quoting:
             steps = self._quote(request, query, sources, history, result)
         else:
             steps = self._generate(request, sources, history, result)
@@ -162,7 +175,7 @@ class AskPipeline:
             )
             timings["claim_check_ms"] = (time.perf_counter() - check_start) * 1000
         timings["total_ms"] = (time.perf_counter() - start) * 1000
-        yield self._done(answer, timings, grounded=True)
+        yield self._done(answer, timings, True, context)
 
     def _params(self, request: AskRequest, **overrides) -> SamplingParams:
         return SamplingParams(
@@ -248,7 +261,7 @@ class AskPipeline:
         out.append(Answer(text, citations, [], usage, finish_reason, "quote", method, fallback, claims))
 
     @staticmethod
-    def _done(answer: Answer, timings: dict[str, float], grounded: bool) -> dict:
+    def _done(answer: Answer, timings: dict[str, float], grounded: bool, context: dict) -> dict:
         return {
             "type": "done",
             "answer": answer.text,
@@ -262,4 +275,5 @@ class AskPipeline:
             "quote_method": answer.quote_method,
             "fallback": answer.fallback,
             "claims": answer.claims,
+            "context": context,
         }

@@ -18,7 +18,7 @@ from agents.qa.claims import check_claims
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.quote import Candidate, candidates, first_choices, parse_quote, quote_grammar
 from agents.qa.sentences import is_whole, sentence_spans
-from agents.qa.sources import Source
+from agents.qa.sources import Source, render_source
 from agents.qa.verify import engine_verifier
 from api.routers.ask import embedding_similarity
 from inference.client import LocalChatBackend, RemoteChatBackend
@@ -241,3 +241,20 @@ def test_remote_backend_without_grammars_falls_back_and_says_so(settings, simila
     assert "".join(e["text"] for e in events if e["type"] == "token") == done["answer"]
     # auto does not quote with a remote generator of unknown size: it generates and checks
     assert auto["answer_mode_used"] == "generate" and auto["claims"][0]["supported"] is False
+
+
+def test_every_answer_reports_its_context_and_what_was_left_out(settings, engine, similarity):
+    backend = LocalChatBackend(engine)
+    pipeline = AskPipeline(retrieve, backend, settings.qa, similarity)
+    zephyr_only = backend.count_tokens(render_source(make_sources()[0])) + 1
+    turns = [{"role": r, "content": f"turn {i}"} for i, r in enumerate(["user", "assistant"] * 6)]
+    done = run(pipeline, answer_mode="quote", sources_token_budget=zephyr_only, history=turns)[-1]
+    context = done["context"]
+    assert [s["chunk_id"] for s in context["sources"]] == ["c1"]
+    assert [d["chunk_id"] for d in context["dropped_sources"]] == ["c2"]
+    assert "sources budget" in context["dropped_sources"][0]["reason"]
+    assert context["sources_tokens"] <= context["sources_budget_tokens"] == zephyr_only
+    kept_turns = settings.qa.history_turns
+    assert context["history_turns"] == kept_turns
+    assert context["history_dropped_turns"] == len(turns) - kept_turns
+    assert context["system_tokens"] > 0 and context["question_tokens"] > 0
