@@ -98,21 +98,27 @@ class AgentChatModel:
         self.constrained, self.cache_salt = constrained, cache_salt
 
     async def call(
-        self, messages: list[dict], tools: list[dict], choice: str = "required", max_tokens: int | None = None
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        choice: str = "required",
+        max_tokens: int | None = None,
+        parallel: bool = False,
     ) -> ModelTurn:
-        """One turn; `choice` is "required" (any of `tools`) or the name of the one tool to call."""
+        """One turn; `choice` is "required" (any of `tools`) or the name of the one tool to call;
+        `parallel`: the turn may hold several calls."""
         start = time.perf_counter()
         max_tokens = max_tokens or self.max_tokens
         if isinstance(self.backend, RemoteChatBackend):
-            calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens)
+            calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens, parallel)
         elif isinstance(self.backend, LocalChatBackend):
-            calls, content, usage, reason = await self._local(messages, tools, choice, max_tokens)
+            calls, content, usage, reason = await self._local(messages, tools, choice, max_tokens, parallel)
         else:
             raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
         calls = [validate_call(c, tools) for c in calls]
         return ModelTurn(calls, content, usage, reason, (time.perf_counter() - start) * 1000)
 
-    async def _local(self, messages, tools, choice, max_tokens):
+    async def _local(self, messages, tools, choice, max_tokens, parallel):
         from inference.grammar.spec import parse_structured_output
 
         engine = self.backend.engine
@@ -122,7 +128,7 @@ class AgentChatModel:
                 choice if choice == "required" else {"type": "function", "function": {"name": choice}}
             )
             spec = parse_structured_output(
-                {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": False}
+                {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": parallel}
             )
         params = SamplingParams(
             max_tokens=max_tokens,
@@ -142,7 +148,7 @@ class AgentChatModel:
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason
 
-    async def _remote(self, messages, tools, choice, max_tokens):
+    async def _remote(self, messages, tools, choice, max_tokens, parallel):
         tool_choice = (
             "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
         )
@@ -151,7 +157,7 @@ class AgentChatModel:
             messages=messages,
             tools=tools,
             tool_choice=tool_choice,
-            parallel_tool_calls=False,
+            parallel_tool_calls=parallel,
             max_tokens=max_tokens,
             temperature=self.temperature,
         )

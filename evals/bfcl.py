@@ -2,8 +2,9 @@
 
 A category file `BFCL_v4_<category>.json` holds one case per line (`id`, `question`: chat turns,
 `function`: the offered functions with BFCL's Python type names); `possible_answer/` the same
-file name with `ground_truth` (one call, each argument with its list of allowed values; "" in the
-list: the argument may be left out). `irrelevance` cases have no answer: the right output is no call.
+file name with `ground_truth` (the calls, each argument with its list of allowed values; "" in the
+list: the argument may be left out; several calls in the `parallel` categories, in any order).
+`irrelevance` cases have no answer: the right output is no call.
 Used by the `agent` evaluation kind and `benchmarks/agents.py`.
 """
 
@@ -72,7 +73,7 @@ def load_category(folder: Path, category: str) -> list[BfclCase]:
                 "type": "function",
                 "function": {
                     "name": safe_name(f["name"]),
-                    "description": f.get("description", "")[:500],
+                    "description": f.get("description", ""),
                     "parameters": _schema(f["parameters"]),
                 },
             }
@@ -106,11 +107,24 @@ def _arg_ok(arguments: dict, name: str, allowed: list) -> bool:
     return any(_equal(arguments[name], a) for a in allowed if a != "" or arguments[name] == "")
 
 
-def ast_match(name: str, arguments: dict, gold: list[dict] | None) -> bool:
+def _call_ok(name: str, arguments: dict, gold_call: dict) -> bool:
     """BFCL's AST rule for one call: right function, allowed values, required present, nothing extra."""
-    if not gold:
-        return False
-    gold_name, args = next(iter(gold[0].items()))
+    gold_name, args = next(iter(gold_call.items()))
     if name != safe_name(gold_name) or set(arguments) - set(args):
         return False
     return all(_arg_ok(arguments, arg, allowed) for arg, allowed in args.items())
+
+
+def ast_match(calls: list[tuple[str, dict]], gold: list[dict] | None) -> bool:
+    """BFCL's rule for a turn: as many calls as gold calls, each matching a different gold call
+    (order free, as BFCL's parallel checker has it)."""
+    if not gold or len(calls) != len(gold):
+        return False
+
+    def assign(i: int, free: frozenset[int]) -> bool:
+        if i == len(calls):
+            return True
+        name, arguments = calls[i]
+        return any(_call_ok(name, arguments, gold[j]) and assign(i + 1, free - {j}) for j in free)
+
+    return assign(0, frozenset(range(len(gold))))

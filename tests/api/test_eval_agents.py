@@ -51,13 +51,26 @@ def bfcl_files() -> list:
 
 
 def test_bfcl_ast_rules():
-    gold = PARIS
-    assert ast_match("weather_get_current", {"city": "paris"}, gold)  # names made safe; case-blind
-    assert ast_match("weather_get_current", {"city": "Paris", "unit": "celsius"}, gold)
-    assert not ast_match("weather_get_current", {"city": "Paris", "unit": "fahrenheit"}, gold)
-    assert not ast_match("weather_get_current", {"unit": "celsius"}, gold)  # required city missing
-    assert not ast_match("weather_get_current", {"city": "Paris", "extra": 1}, gold)
-    assert not ast_match("other", {"city": "Paris"}, gold)
+    def one(name, arguments, gold=PARIS):
+        return ast_match([(name, arguments)], gold)
+
+    assert one("weather_get_current", {"city": "paris"})  # names made safe; case-blind
+    assert one("weather_get_current", {"city": "Paris", "unit": "celsius"})
+    assert not one("weather_get_current", {"city": "Paris", "unit": "fahrenheit"})
+    assert not one("weather_get_current", {"unit": "celsius"})  # required city missing
+    assert not one("weather_get_current", {"city": "Paris", "extra": 1})
+    assert not one("other", {"city": "Paris"})
+    assert not ast_match([], PARIS) and not ast_match([("weather_get_current", {"city": "Paris"})], None)
+
+
+def test_bfcl_parallel_calls_match_the_gold_calls_in_any_order():
+    both = PARIS + OSLO
+    paris = ("weather_get_current", {"city": "Paris"})
+    oslo = ("weather_get_current", {"city": "Oslo", "unit": "fahrenheit"})
+    assert ast_match([paris, oslo], both) and ast_match([oslo, paris], both)
+    assert not ast_match([paris], both)  # one call short
+    assert not ast_match([paris, paris], both)  # each gold call is matched once
+    assert not ast_match([paris, oslo, paris], both)
 
 
 def test_agent_run_scores_tool_calls_on_bfcl(client, celery_worker):
@@ -83,7 +96,7 @@ def test_agent_run_scores_tool_calls_on_bfcl(client, celery_worker):
             assert all(c["error"] is None for c in item["output"]["calls"]), item["output"]
             assert metrics["called"] == float(bool(calls))
             if gold:
-                expected = len(calls) == 1 and ast_match(calls[0]["name"], calls[0]["arguments"], gold)
+                expected = ast_match([(c["name"], c["arguments"]) for c in calls], gold)
                 assert metrics["ast_accuracy"] == metrics["success"] == float(expected)
                 assert metrics["irrelevance_accuracy"] is None
             else:

@@ -11,6 +11,7 @@ import pytest
 from core.settings.retrieval import FusionConfig
 from evals.compare import compare, paired_tests
 from evals.metrics import answer_metrics, mean_metrics, retrieval_per_query, token_f1
+from evals.runner import spread_sample
 from evals.sweep import expand_grid, pareto_front, plot, sweep_table
 from retrieval import metrics as ours
 from retrieval.fusion import fuse
@@ -113,3 +114,13 @@ def test_convex_fusion_by_hand():
     whole = fuse(FusionConfig(method="convex", alpha=0.75), rankings, {"bm25": 10, "dense": 10})
     assert {h.chunk_id: h.score for h in whole}[c] == pytest.approx(0.75 * 1.2 / 1.6)
     assert {h.chunk_id: h.score for h in whole}[a] == pytest.approx(0.25)
+
+
+def test_max_items_takes_a_seeded_spread_sample_in_file_order():
+    keys = [f"k{i:03d}" for i in range(200)]
+    sample = spread_sample(keys, 40)
+    assert len(sample) == 40 and sample == sorted(sample)  # file order kept
+    assert sample == spread_sample(keys, 40)  # the same sample every run
+    assert sample[-1] > "k150" and sample != keys[:40]  # spread over the file
+    assert spread_sample(keys, 40, seed=1) != sample
+    assert spread_sample(keys, 500) == keys
