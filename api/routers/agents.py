@@ -21,8 +21,8 @@ from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
 from api.deps import CurrentTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.lookups import get_collection
 from api.ratelimit import Meter, RateLimit
-from api.routers.collections import get_collection
 from api.state import AppState
 from core.models import AgentRun
 

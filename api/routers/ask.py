@@ -18,9 +18,9 @@ from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.lookups import get_collection
 from api.metrics import record_ask
 from api.ratelimit import RateLimit, charging
-from api.routers.collections import get_collection
 from api.state import AppState
 from api.streaming import ending_with_error_event, sse
 from api.validation import Seed, check_retrieval_options

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
-from api.routers.collections import get_collection
+from api.lookups import get_collection
 from core.models import EvalItem, EvalRun, JobStatus
 from evals import service
 from evals.sweep import plot
