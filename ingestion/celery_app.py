@@ -71,4 +71,3 @@ def create_celery(settings: Settings, database_url: str) -> Celery:
     app.conf.groundwork_settings = settings
     app.conf.groundwork_database_url = database_url
     return app
-

@@ -104,4 +104,3 @@ def add_documents(
         session.execute(insert(Document), doc_rows)
         session.execute(insert(Chunk), chunk_rows)
     return [row["id"] for row in chunk_rows]
-
