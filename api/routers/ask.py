@@ -21,6 +21,8 @@ from api.llm import chat_backend
 from api.lookups import get_collection
 from api.metrics import record_ask
 from api.ratelimit import RateLimit, charging
+from api.schemas.ask import AskOut
+from api.schemas.common import event_stream
 from api.state import AppState
 from api.streaming import ending_with_error_event, sse
 from api.validation import Seed, check_retrieval_options
@@ -146,7 +148,14 @@ def embedding_similarity(model_spec: str):
     return similarity
 
 
-@router.post("/ask")
+@router.post(
+    "/ask",
+    response_model=AskOut,
+    responses=event_stream(
+        "With `stream`: `event: sources`, then `event: token` per piece of text, then `event: done` "
+        "(this response's fields), each with its JSON as data; a failure midway ends with `event: error`."
+    ),
+)
 async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
