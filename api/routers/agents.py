@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.orm import Session
+from sse_starlette import ServerSentEvent
 
 from agents.graphs import KINDS, PLAN_CHECKS
 from agents.graphs.common import Budgets
@@ -26,6 +26,7 @@ from api.ratelimit import Meter, RateLimit
 from api.schemas.agents import AgentRunList, AgentRunOut, AgentRunSummary
 from api.schemas.common import event_stream
 from api.state import AppState
+from api.streaming import event_source, sse
 from core.models import AgentRun
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -130,7 +131,7 @@ async def _advance(
     queue = runner.subscribe(run.id) if stream else None
     runner.start(run.id, resume=resume, fresh=fresh)
     if stream:
-        return StreamingResponse(_sse(runner.events(run.id, queue)), media_type="text/event-stream")
+        return event_source(_sse(runner.events(run.id, queue)))
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
     before = dict(run.usage or {})
@@ -142,9 +143,9 @@ async def _advance(
     return run_dict(run)
 
 
-async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[str]:
+async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[ServerSentEvent]:
     async for event in events:
-        yield f"event: {event['type']}\ndata: {json.dumps(event, default=str)}\n\n"
+        yield sse(event["type"], event)
 
 
 # With `stream`, the run's events as SSE: `event: <type>` and the event's JSON as data.

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.orm import Session
+from sse_starlette import ServerSentEvent
 
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
@@ -24,7 +24,7 @@ from api.ratelimit import RateLimit, charging
 from api.schemas.ask import AskOut
 from api.schemas.common import event_stream
 from api.state import AppState
-from api.streaming import ending_with_error_event, sse
+from api.streaming import event_source, sse
 from api.validation import Seed, check_retrieval_options
 from core.tenancy import scope_to_tenant
 from retrieval.embedding import get_embedder
@@ -169,7 +169,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
         raise
     if body.stream:
 
-        async def stream() -> AsyncIterator[str]:
+        async def stream() -> AsyncIterator[ServerSentEvent]:
             try:
                 yield sse(first["type"], first)
                 async for event in events:
@@ -177,7 +177,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
             finally:
                 session.close()
 
-        return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
+        return event_source(stream())
     try:
         done = [event async for event in events if event["type"] == "done"][-1]
     finally:

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import ServerSentEvent
 
 from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
@@ -29,7 +29,7 @@ from api.routers.ask import AskBody, Generation, run_ask
 from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
 from api.schemas.common import event_stream
 from api.state import AppState
-from api.streaming import ending_with_error_event
+from api.streaming import event_source, sse
 from api.validation import Seed
 from core.tenancy import scope_to_tenant
 from inference.client import LocalChatBackend
@@ -174,10 +174,10 @@ def _usage(usage: dict) -> Usage:
     return Usage.model_validate({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, **usage})
 
 
-def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, **extra) -> str:
+def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, **extra) -> ServerSentEvent:
     choice = ChatChunkChoice(delta=delta, finish_reason=finish_reason)
     body = PlatformChatChunk(id=cid, created=created, model=model, choices=[choice], **extra)
-    return f"data: {body.model_dump_json()}\n\n"
+    return sse(None, body.model_dump_json())
 
 
 @router.post(
@@ -195,7 +195,7 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 
-        async def stream() -> AsyncIterator[str]:
+        async def stream() -> AsyncIterator[ServerSentEvent]:
             yield _chunk(cid, created, body.model, {"role": "assistant", "content": ""})
             async for event in _prepend(first, events):
                 if event["type"] == "token":
@@ -203,9 +203,9 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
                 elif event["type"] == "done":
                     extra = {"usage": _usage(event["usage"]), **_rag_fields(event)}
                     yield _chunk(cid, created, body.model, {}, event["finish_reason"], **extra)
-            yield "data: [DONE]\n\n"
+            yield sse(None, "[DONE]")
 
-        return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
+        return event_source(stream())
     text, done = [], {}
     async for event in _prepend(first, events):
         if event["type"] == "token":
