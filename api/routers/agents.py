@@ -148,7 +148,6 @@ async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[ServerSentEvent]:
         yield sse(event["type"], event)
 
 
-# With `stream`, the run's events as SSE: `event: <type>` and the event's JSON as data.
 _STREAMED = event_stream("The run's events: `event: <type>`, `data: <the event's JSON>`.")
 
 
