@@ -30,6 +30,7 @@ from api.routers import (
     tenant,
     tenants,
 )
+from api.schemas.common import ERROR_RESPONSES
 from api.state import AppState
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
@@ -122,6 +123,6 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         models.router,
         metrics_history.router,
     ):
-        app.include_router(router)
+        app.include_router(router, responses=ERROR_RESPONSES)
     web.mount(app)
     return app

@@ -82,7 +82,12 @@ def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep
         get_admin(get_principal(request, session, settings, None))
 
 
-@router.get("/metrics", dependencies=[Depends(_metrics_reader)])
+@router.get(
+    "/metrics",
+    dependencies=[Depends(_metrics_reader)],
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def metrics(request: Request) -> Response:
     """Prometheus metrics of the platform API (an admin key when auth is required)."""
     state: AppState = request.app.state.groundwork

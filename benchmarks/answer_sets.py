@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-import string
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.qa.sentences import content_words
+from evals.datasets import load_answers
+from evals.metrics import normalize_answer
 from ingestion.parsers import parse
 from ingestion.parsers.base import ParsedDocument
 
@@ -45,17 +45,14 @@ class Item:
 
 
 def pubmedqa(limit: int, corpus_size: int) -> tuple[list[Doc], list[Item]]:
-    data = json.loads((SHARED / "pubmedqa" / "ori_pqal.json").read_text())
-    test = set(json.loads((SHARED / "pubmedqa" / "test_ground_truth.json").read_text()))
-    dev = [pmid for pmid in data if pmid not in test][: max(corpus_size, limit)]
-    docs, items = [], []
-    for pmid in dev:
-        text = "\n\n".join(data[pmid]["CONTEXTS"])
-        docs.append(Doc(f"{pmid}.txt", "", parse(text.encode(), f"{pmid}.txt")))
-    for pmid in dev[:limit]:
-        entry = data[pmid]
-        items.append(Item(entry["QUESTION"], entry["LONG_ANSWER"], f"{pmid}.txt", [(0, 10**9)], False))
-    return docs, items
+    """The first `max(corpus_size, limit)` questions of the dev pool, their abstracts the corpus."""
+    data = load_answers(SHARED / "pubmedqa", "pubmedqa", "dev")
+    items = data.items[: max(corpus_size, limit)]
+    texts = {doc.source_id: doc.text for doc in data.corpus}
+    docs = [Doc(f"{i.key}.txt", "", parse(texts[i.key].encode(), f"{i.key}.txt")) for i in items]
+    # The gold span is the whole abstract; the gold answer (its conclusion) is not in it.
+    gold = [Item(i.question, i.answer or "", f"{i.key}.txt", [(0, 10**9)], False) for i in items[:limit]]
+    return docs, gold
 
 
 def _locate(text: str, snippet: str) -> tuple[int, int]:
@@ -87,26 +84,11 @@ def long_docs(limit: int) -> tuple[list[Doc], list[Item]]:
     return list(docs.values()), items
 
 
-def _tokens(text: str) -> list[str]:
-    text = re.sub(r"\[\d+\]", " ", text.lower())
-    text = "".join(" " if c in string.punctuation else c for c in text)
-    return [t for t in text.split() if t not in {"a", "an", "the"}]
-
-
-def token_f1(answer: str, gold: str) -> float:
-    a, g = _tokens(answer), _tokens(gold)
-    common = sum((Counter(a) & Counter(g)).values())
-    if not common:
-        return 0.0
-    precision, recall = common / len(a), common / len(g)
-    return 2 * precision * recall / (precision + recall)
-
-
 def contains_gold(answer: str, item: Item) -> bool:
     """Short gold: the normalised string is in the answer. Long gold (a conclusion): at least 40% of
     its content words are."""
     if item.short:
-        return " ".join(_tokens(item.answer)) in " ".join(_tokens(answer))
+        return normalize_answer(item.answer) in normalize_answer(answer)
     gold = content_words(item.answer)
     return bool(gold) and len(gold & content_words(answer)) / len(gold) >= 0.4
 

@@ -36,12 +36,13 @@ from agents.qa.retrieve import retrieve_sources
 from agents.qa.sources import Source, fit_to_budget
 from agents.qa.verify import engine_verifier
 from api.routers.ask import embedding_similarity
-from benchmarks.answer_sets import DATA, contains_gold, long_docs, overlaps_gold, pubmedqa, token_f1
+from benchmarks.answer_sets import DATA, contains_gold, long_docs, overlaps_gold, pubmedqa
 from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
 from core.models import Chunk, Collection, Document, DocumentStatus
 from core.runtime import open_database
 from core.settings import get_settings
+from evals.metrics import token_f1
 from inference.client import LocalChatBackend
 from ingestion.chunking import ChunkingConfig, chunk_document
 from retrieval.backends import start_local_engine

@@ -26,19 +26,20 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy import delete, text
 
+from benchmarks.beir import corpus_vectors, ingest, run_mode
 from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
 from core.models import Collection
 from core.runtime import open_database
 from core.settings import get_settings
 from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
-from retrieval.beir import BeirDataset, corpus_vectors, ingest, load_beir, run_mode
+from evals.datasets import BeirDataset, load_retrieval
+from evals.metrics import retrieval_metrics
 from retrieval.bm25 import BM25Retriever
 from retrieval.corpus import create_collection
 from retrieval.dense import DenseRetriever
 from retrieval.embedding import get_embedder
 from retrieval.fusion import fuse
-from retrieval.metrics import evaluate
 from retrieval.pipeline import SearchPipeline
 
 DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
@@ -104,14 +105,14 @@ def grid(data: BeirDataset, rankings: dict[str, dict], source: dict) -> list[dic
                 ]
                 for q, r in rankings.items()
             }
-            metrics = evaluate(runs, data.qrels)
+            metrics = retrieval_metrics(runs, data.qrels)
             rows.append({"fusion": label, "depth": depth, **{k: round(v, 4) for k, v in metrics.items()}})
     return rows
 
 
 def prepare(sessions, settings, folder: Path) -> dict:
     """Ingest the corpus into a throwaway collection; the deep rankings and the fusion grid."""
-    data = load_beir(folder)
+    data = load_retrieval(folder)
     embedder = get_embedder(settings.embedding_model)
     vectors = corpus_vectors(
         data, embedder.encode, settings.data_dir / "eval-cache", settings.embedding_model

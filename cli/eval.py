@@ -154,7 +154,7 @@ def run(
     fmt: str = typer.Option(
         None, "--format", help="beir (retrieval), jsonl or pubmedqa (answer), bfcl (agent)."
     ),
-    split: str = typer.Option("test", help="qrels split; pubmedqa: test or all; bfcl: the category."),
+    split: str = typer.Option("test", help="qrels split; pubmedqa: test, dev or all; bfcl: the category."),
     server_path: str | None = ServerPath,
     collection: str | None = typer.Option(None, help="Evaluate this existing collection."),
     collection_name: str | None = typer.Option(None, help="Ingest the corpus into a new, kept collection."),

@@ -93,10 +93,6 @@ def ensure_pgvector(engine: Engine) -> tuple[int, ...]:
     return version
 
 
-def supports_halfvec(pgvector_version: tuple[int, ...]) -> bool:
-    return pgvector_version >= (0, 7, 0)
-
-
 def migration_heads() -> set[str]:
     return set(ScriptDirectory.from_config(alembic_config("postgresql://x")).get_heads())
 

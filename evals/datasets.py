@@ -14,19 +14,20 @@ Formats:
   format) is ingested into the run's collection; without one, the run needs an existing collection.
 - `bfcl` (agents): a BFCL folder (`BFCL_v4_<category>.json` + `possible_answer/`, see evals/bfcl.py);
   the split names the category (`live_simple`, `live_multiple`, `irrelevance`, ...).
-- `pubmedqa` (answers): PubMedQA's `ori_pqal.json` (+ `test_ground_truth.json` for the test split);
-  the corpus is every instance's contexts (document id = PMID), each question's gold document is
-  its own PMID and its reference answer the abstract's conclusion (`LONG_ANSWER`).
+- `pubmedqa` (answers): PubMedQA's `ori_pqal.json` (+ `test_ground_truth.json`: split `test` is its
+  500 ids, `dev` the rest (the pool to tune on), anything else all); the corpus is every instance's
+  contexts, one paragraph each (document id = PMID), each question's gold document is its own PMID
+  and its reference answer the abstract's conclusion (`LONG_ANSWER`).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evals.bfcl import BfclCase, load_category
-from retrieval.beir import BeirDataset, load_beir
 from retrieval.corpus import CorpusDoc
 
 FORMATS = {"retrieval": ("beir",), "answer": ("jsonl", "pubmedqa"), "agent": ("bfcl",)}
@@ -34,6 +35,13 @@ FORMATS = {"retrieval": ("beir",), "answer": ("jsonl", "pubmedqa"), "agent": ("b
 
 class DatasetError(ValueError):
     """The dataset is missing, outside the data dir, or malformed (the run fails with this reason)."""
+
+
+@dataclass
+class BeirDataset:
+    corpus: list[CorpusDoc]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
 
 
 @dataclass
@@ -73,18 +81,35 @@ def _jsonl(path: Path) -> list[dict]:
         raise DatasetError(f"{path.name}: {exc}") from None
 
 
-def load_retrieval(path: Path, split: str = "test") -> BeirDataset:
-    try:
-        data = load_beir(path, split)
-    except (OSError, KeyError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"not a BEIR folder ({exc})") from None
-    if not data.queries:
-        raise DatasetError(f"no judged queries (queries.jsonl x qrels/{split}.tsv)")
-    return data
-
-
 def _corpus(rows: list[dict]) -> list[CorpusDoc]:
-    return [CorpusDoc(str(r["_id"]), r.get("text", ""), r.get("title", "") or "") for r in rows]
+    return [
+        CorpusDoc(str(r["_id"]), r.get("text", ""), r.get("title", "") or "", r.get("metadata") or {})
+        for r in rows
+    ]
+
+
+def doc_text(doc: CorpusDoc) -> str:
+    """What is embedded and indexed of a corpus document: its title, then its text."""
+    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
+
+
+def load_retrieval(path: Path, split: str = "test") -> BeirDataset:
+    """A BEIR folder; only the queries judged in `split` are kept (evaluation runs, benchmarks)."""
+    try:
+        corpus = _corpus(_jsonl(path / "corpus.jsonl"))
+        qrels: dict[str, dict[str, int]] = {}
+        with (path / "qrels" / f"{split}.tsv").open(encoding="utf-8") as fh:
+            for row in csv.reader(fh, delimiter="\t"):
+                if len(row) < 3 or not row[2].lstrip("-").isdigit():
+                    continue  # header
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+        rows = _jsonl(path / "queries.jsonl")
+        queries = {str(r["_id"]): r["text"] for r in rows if str(r["_id"]) in qrels}
+    except (OSError, KeyError, json.JSONDecodeError, DatasetError) as exc:
+        raise DatasetError(f"not a BEIR folder ({exc})") from None
+    if not queries:
+        raise DatasetError(f"no judged queries (queries.jsonl x qrels/{split}.tsv)")
+    return BeirDataset(corpus, queries, {q: j for q, j in qrels.items() if q in queries})
 
 
 def load_answers(path: Path, fmt: str, split: str = "test") -> AnswerDataset:
@@ -115,9 +140,11 @@ def _load_pubmedqa(path: Path, split: str) -> AnswerDataset:
         raise DatasetError(f"not a PubMedQA folder ({exc})") from None
     keys = list(data)
     test_file = folder / "test_ground_truth.json"
-    if split == "test" and test_file.exists():
-        keys = list(json.loads(test_file.read_text(encoding="utf-8")))
-    corpus = [CorpusDoc(pmid, " ".join(row["CONTEXTS"])) for pmid, row in data.items()]
+    if split in ("test", "dev") and test_file.exists():
+        test = list(json.loads(test_file.read_text(encoding="utf-8")))
+        keys = test if split == "test" else [k for k in keys if k not in set(test)]
+    # NOTE: contexts stay paragraphs (blank line between them), so the chunker can cut between them.
+    corpus = [CorpusDoc(pmid, "\n\n".join(row["CONTEXTS"])) for pmid, row in data.items()]
     items = [AnswerItem(k, data[k]["QUESTION"], data[k]["LONG_ANSWER"], [k]) for k in keys]
     return AnswerDataset(items, corpus)
 

@@ -15,9 +15,9 @@ from agents.tools import FINAL_ANSWER, final_answer_tool
 from core.models import Collection
 from core.settings import Settings
 from evals.bfcl import BfclCase, ast_match
+from evals.datasets import BeirDataset
 from evals.judge import judge_faithfulness
 from evals.metrics import answer_metrics, retrieval_per_query
-from retrieval.beir import BeirDataset
 from retrieval.config import resolve_config
 from retrieval.pipeline import SearchPipeline
 from retrieval.service import SearchRequest

@@ -2,12 +2,15 @@
 
 Retrieval: nDCG@10, Recall@10/100, MRR@10 and MAP per query from pytrec_eval (trec_eval's code:
 linear gains, log2 discounts, grade >= 1 relevant), averaged over the queries with at least one
-relevant judgement (a query without a ranking scores 0), as BEIR reports them. Our own
-implementation (retrieval/metrics.py) is checked against it in the tests.
+relevant judgement (a query without a ranking scores 0), as BEIR reports them. The only IR metric
+code of the platform: evaluation runs and benchmarks both call it.
 
-Answers: SQuAD-style exact match and token F1 after normalisation (lower case, no punctuation or
-articles), answer-contains-gold, citation precision/recall against gold documents, and no-answer
-accuracy on unanswerable items.
+Answers: exact match and token F1 as SQuAD's evaluation script computes them, after its
+normalisation (`normalize_answer`: lower case, ASCII punctuation deleted, the articles a/an/the
+dropped, whitespace collapsed), which first removes our citation markers (`[2]`, `[1, 3]`: the
+answer's format, not its words); answer-contains-gold (the normalised reference is a substring of
+the normalised answer), citation precision/recall against gold documents, and no-answer accuracy
+on unanswerable items.
 """
 
 from __future__ import annotations
@@ -58,6 +61,17 @@ def retrieval_per_query(
     return out
 
 
+def retrieval_metrics(
+    ranked: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]
+) -> dict[str, float]:
+    """The mean of each retrieval metric over the judged queries (0 for each when none is judged)."""
+    per_query = retrieval_per_query(ranked, qrels)
+    return {
+        name: float(np.mean([v[name] for v in per_query.values()])) if per_query else 0.0
+        for name in RETRIEVAL_MEASURES
+    }
+
+
 def mean_metrics(per_item: Iterable[Mapping[str, float | None]]) -> dict[str, float]:
     """Mean of each metric over the items that have it (None: not applicable to that item)."""
     sums: dict[str, list[float]] = {}
@@ -79,14 +93,19 @@ def latency_summary(latencies_ms: Sequence[float], tokens: Sequence[int]) -> dic
     }
 
 
+_CITATION_MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
 def normalize_answer(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = _CITATION_MARKER.sub(" ", text).lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
 
 
 def token_f1(prediction: str, reference: str) -> float:
+    """SQuAD's token F1 on normalised words (1.0 when both are empty, 0.0 when only one is)."""
     pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
     common = sum((Counter(pred) & Counter(ref)).values())
     if not pred or not ref or common == 0:

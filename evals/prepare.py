@@ -10,8 +10,7 @@ from sqlalchemy import select
 
 from core.database import session_scope
 from core.models import Collection, Document, EvalRun
-from evals.datasets import DatasetError
-from retrieval.beir import doc_text
+from evals.datasets import DatasetError, doc_text
 from retrieval.corpus import CorpusDoc, add_documents, create_collection
 from retrieval.embedding import get_embedder
 

@@ -14,11 +14,10 @@ import queue
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from core.settings import Settings
 from inference.chat_template import render_chat
-from inference.config import EngineConfig
+from inference.config import EngineConfig, EngineOptions
 from inference.engine import LLMEngine, StepError
 from inference.protocol import (
     EngineError,
@@ -32,6 +31,16 @@ from inference.protocol import (
 log = logging.getLogger(__name__)
 
 _Stream = tuple[asyncio.AbstractEventLoop, asyncio.Queue]
+
+
+class PlatformSettings(Protocol):
+    """The part of the platform's Settings the engine reads (the engine does not import core/)."""
+
+    @property
+    def engine(self) -> EngineOptions: ...
+
+    @property
+    def model_cache_dir(self) -> Path | None: ...
 
 
 class AsyncLLMEngine:
@@ -51,7 +60,11 @@ class AsyncLLMEngine:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, model_path: str | Path, model_name: str | None = None, **overrides: Any
+        cls,
+        settings: PlatformSettings,
+        model_path: str | Path,
+        model_name: str | None = None,
+        **overrides: Any,
     ) -> AsyncLLMEngine:
         config = EngineConfig.from_settings(
             settings.engine, model_path, settings.model_cache_dir, **overrides

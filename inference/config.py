@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from core.settings.engine import EngineSettings
 from inference.attention import BACKENDS
 
 SUPPORTED_ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
@@ -94,46 +93,52 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return dtypes[name]
 
 
-def _default(name: str) -> Any:
-    return EngineSettings.model_fields[name].default
+class EngineOptions(Protocol):
+    """What `EngineConfig.from_settings` reads: any pydantic model (the platform's EngineSettings)."""
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+# Option names that differ between the settings and this dataclass (settings name -> field name).
+_RENAMED = {"draft_model": "draft_model_path"}
 
 
 @dataclass
 class EngineConfig:
     """Everything the engine needs, checked in `__post_init__`."""
 
-    # NOTE: defaults come from the platform's EngineSettings (`_default`): one source, so the library
-    # and the platform never disagree on what an unset option means.
+    # NOTE: the engine stands alone (no import of core/), so its defaults are written here and again
+    # in core/settings/engine.py; tests/inference/engine/test_config.py checks that they agree.
     model_path: Path
-    block_size: int = _default("block_size")
-    kv_cache_memory_gb: float = _default("kv_cache_memory_gb")
-    max_num_seqs: int = _default("max_num_seqs")
-    max_num_batched_tokens: int = _default("max_num_batched_tokens")
-    prefill_chunk_size: int = _default("prefill_chunk_size")
-    max_waiting: int = _default("max_waiting")
-    max_model_len: int | None = _default("max_model_len")  # None: the model's own context length
-    device: torch.device = field(default_factory=lambda: resolve_device(_default("device")))
+    block_size: int = 16
+    kv_cache_memory_gb: float = 1.0
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    prefill_chunk_size: int = 512
+    max_waiting: int = 256
+    max_model_len: int | None = None  # None: the model's own context length
+    device: torch.device = field(default_factory=lambda: resolve_device("auto"))
     dtype: torch.dtype | None = None  # None: resolved from the device
     cache_dir: Path | None = None  # where converted GGUF weights are cached; None: no cache
-    enable_prefix_caching: bool = _default("enable_prefix_caching")
-    cpu_threads: int | None = _default("cpu_threads")  # torch intra-op threads; None: torch's setting
+    enable_prefix_caching: bool = True
+    cpu_threads: int | None = None  # torch intra-op threads; None: torch's setting
     num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
-    speculative: str = _default("speculative")  # see SPECULATIVE_METHODS and inference/spec/
-    num_speculative_tokens: int = _default("num_speculative_tokens")
+    speculative: str = "prompt_lookup"  # see SPECULATIVE_METHODS and inference/spec/
+    num_speculative_tokens: int = 7
     draft_model_path: Path | None = None  # the draft model when speculative == "draft"
-    prompt_lookup_min: int = _default("prompt_lookup_min")  # see spec/prompt_lookup.py
-    prompt_lookup_max: int = _default("prompt_lookup_max")
-    spec_max_batch: int = _default("spec_max_batch")  # no speculation with more running sequences
+    prompt_lookup_min: int = 2  # see spec/prompt_lookup.py
+    prompt_lookup_max: int = 5
+    spec_max_batch: int = 4  # no speculation with more running sequences
     # Most tokens (running sequences + their guesses) a speculating step feeds; guesses are cut to fit.
     # None: `cpu_packed_rows` where the weights are packed (more rows cost much more), else no limit.
-    spec_max_tokens: int | None = _default("spec_max_tokens")
-    cpu_packed_rows: int = _default("cpu_packed_rows")  # fp32 CPU: packed for 2..this many rows; 0: off
+    spec_max_tokens: int | None = None
+    cpu_packed_rows: int = 8  # fp32 CPU: packed for 2..this many rows; 0: off
     # GGUF 4/8-bit weights kept so (inference/quant/): True, False, or "auto" (by size, loaders/__init__.py)
-    gguf_quantized: bool | str = _default("gguf_quantized")
+    gguf_quantized: bool | str = "auto"
     # CUDA: decode steps replay CUDA graphs captured per batch size (cuda_graphs.py); True runs every
     # step eagerly. Graphs are always off on CPU and under the torch attention backend.
-    enforce_eager: bool = _default("enforce_eager")
-    attention_backend: str = _default("attention_backend")  # auto | triton | torch (see attention.py)
+    enforce_eager: bool = False
+    attention_backend: str = "auto"  # auto | triton | torch (see attention.py)
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -183,34 +188,15 @@ class EngineConfig:
 
     @classmethod
     def from_settings(
-        cls, settings: EngineSettings, model_path: str | Path, cache_dir: Path | None = None, **overrides: Any
+        cls, settings: EngineOptions, model_path: str | Path, cache_dir: Path | None = None, **overrides: Any
     ) -> EngineConfig:
-        device = resolve_device(settings.device)
-        kwargs: dict[str, Any] = dict(
-            model_path=Path(model_path),
-            block_size=settings.block_size,
-            kv_cache_memory_gb=settings.kv_cache_memory_gb,
-            max_num_seqs=settings.max_num_seqs,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            prefill_chunk_size=settings.prefill_chunk_size,
-            max_waiting=settings.max_waiting,
-            max_model_len=settings.max_model_len,
-            device=device,
-            dtype=resolve_dtype(settings.dtype, device),
-            cache_dir=cache_dir,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            cpu_threads=settings.cpu_threads,
-            speculative=settings.speculative,
-            num_speculative_tokens=settings.num_speculative_tokens,
-            draft_model_path=settings.draft_model,
-            prompt_lookup_min=settings.prompt_lookup_min,
-            prompt_lookup_max=settings.prompt_lookup_max,
-            spec_max_batch=settings.spec_max_batch,
-            spec_max_tokens=settings.spec_max_tokens,
-            cpu_packed_rows=settings.cpu_packed_rows,
-            gguf_quantized=settings.gguf_quantized,
-            enforce_eager=settings.enforce_eager,
-            attention_backend=settings.attention_backend,
-        )
+        """The engine's options out of the platform's settings: every settings field named like one of
+        ours (or renamed in `_RENAMED`) is carried; the others (llm_base_url) are not the engine's."""
+        names = {f.name for f in fields(cls)}
+        options = {_RENAMED.get(k, k): v for k, v in settings.model_dump().items()}
+        kwargs = {k: v for k, v in options.items() if k in names}
+        device = resolve_device(kwargs.get("device", "auto"))
+        kwargs.update(model_path=Path(model_path), cache_dir=cache_dir, device=device)
+        kwargs["dtype"] = resolve_dtype(kwargs.get("dtype") or "auto", device)
         kwargs.update(overrides)
         return cls(**kwargs)

@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import os
-
 from celery import Celery
 from sqlalchemy import create_engine
 
@@ -73,14 +71,3 @@ def create_celery(settings: Settings, database_url: str) -> Celery:
     app.conf.groundwork_settings = settings
     app.conf.groundwork_database_url = database_url
     return app
-
-
-def celery_from_env() -> Celery:
-    """Entry point for `celery -A ingestion.celery_app:celery_from_env` style use and for workers."""
-    from core.settings import get_settings
-
-    settings = get_settings()
-    url = settings.database_url or os.environ.get("GROUNDWORK_DATABASE_URL")
-    if not url:
-        raise RuntimeError("the worker needs GROUNDWORK_DATABASE_URL (groundwork up/worker sets it)")
-    return create_celery(settings, url)

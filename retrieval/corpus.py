@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import delete, insert, text
+from sqlalchemy import insert, text
 from sqlalchemy.orm import Session
 
 from core.models import Chunk, Collection, Document, DocumentStatus
@@ -104,11 +104,3 @@ def add_documents(
         session.execute(insert(Document), doc_rows)
         session.execute(insert(Chunk), chunk_rows)
     return [row["id"] for row in chunk_rows]
-
-
-def delete_documents(session: Session, collection: Collection, source_ids: Sequence[str]) -> int:
-    """Delete documents (their chunks and postings go with them, by cascade and trigger)."""
-    result = session.execute(
-        delete(Document).where(Document.collection_id == collection.id, Document.source_id.in_(source_ids))
-    )
-    return result.rowcount

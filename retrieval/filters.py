@@ -29,15 +29,6 @@ class SearchFilters(BaseModel):
     created_after: datetime | None = Field(default=None, description="Documents created at or after.")
     created_before: datetime | None = Field(default=None, description="Documents created before.")
 
-    def is_empty(self) -> bool:
-        return not (
-            self.document_ids is not None
-            or self.source_ids is not None
-            or self.metadata
-            or self.created_after
-            or self.created_before
-        )
-
     def to_sql(self, alias: str = "c") -> tuple[str, dict[str, Any]]:
         """(" AND ..." predicate over chunks `alias`, bind params); "" when there is no filter."""
         clauses: list[str] = []

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.orm import Session
+from sse_starlette import ServerSentEvent
 
 from agents.graphs import KINDS, PLAN_CHECKS
 from agents.graphs.common import Budgets
@@ -21,9 +21,12 @@ from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
 from api.deps import CurrentTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.lookups import get_collection
 from api.ratelimit import Meter, RateLimit
-from api.routers.collections import get_collection
+from api.schemas.agents import AgentRunList, AgentRunOut, AgentRunSummary
+from api.schemas.common import event_stream
 from api.state import AppState
+from api.streaming import event_source, sse
 from core.models import AgentRun
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
@@ -128,7 +131,7 @@ async def _advance(
     queue = runner.subscribe(run.id) if stream else None
     runner.start(run.id, resume=resume, fresh=fresh)
     if stream:
-        return StreamingResponse(_sse(runner.events(run.id, queue)), media_type="text/event-stream")
+        return event_source(_sse(runner.events(run.id, queue)))
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
     before = dict(run.usage or {})
@@ -140,9 +143,12 @@ async def _advance(
     return run_dict(run)
 
 
-async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[str]:
+async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[ServerSentEvent]:
     async for event in events:
-        yield f"event: {event['type']}\ndata: {json.dumps(event, default=str)}\n\n"
+        yield sse(event["type"], event)
+
+
+_STREAMED = event_stream("The run's events: `event: <type>`, `data: <the event's JSON>`.")
 
 
 def _run_or_404(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> AgentRun:
@@ -152,7 +158,7 @@ def _run_or_404(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> Agent
     return run
 
 
-@router.post("/runs")
+@router.post("/runs", response_model=AgentRunOut, responses={202: {"model": AgentRunSummary}, **_STREAMED})
 async def start_run(body: RunBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit):
     """Start an agent run; streams its steps (SSE) with `stream`, else returns it at its first stop."""
     await ready_runner(state)
@@ -161,7 +167,7 @@ async def start_run(body: RunBody, tenant: CurrentTenant, state: StateDep, meter
         return await _advance(state, session, run, body.stream, meter, body.background, fresh=True)
 
 
-@router.get("/runs")
+@router.get("/runs", response_model=AgentRunList)
 def get_runs(
     tenant: CurrentTenant, state: StateDep, limit: int = Query(20, ge=1, le=100), status: str | None = None
 ):
@@ -173,14 +179,14 @@ def get_runs(
         }
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", response_model=AgentRunOut)
 def get_one(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
     """One run with its full trace: steps, calls, observations, tokens, timings."""
     with state.sessions() as session:
         return run_dict(_run_or_404(session, tenant, run_id))
 
 
-@router.post("/runs/{run_id}/tool_outputs")
+@router.post("/runs/{run_id}/tool_outputs", response_model=AgentRunOut, responses=_STREAMED)
 async def submit_tool_outputs(
     run_id: uuid.UUID, body: ToolOutputsBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
@@ -205,7 +211,7 @@ async def submit_tool_outputs(
         return await _advance(state, session, run, body.stream, meter, resume=given)
 
 
-@router.post("/runs/{run_id}/plan")
+@router.post("/runs/{run_id}/plan", response_model=AgentRunOut, responses=_STREAMED)
 async def review_plan(
     run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
@@ -225,7 +231,7 @@ async def review_plan(
         return await _advance(state, session, run, body.stream, meter, resume={"plan": body.plan})
 
 
-@router.post("/runs/{run_id}/cancel")
+@router.post("/runs/{run_id}/cancel", response_model=AgentRunOut)
 async def cancel_run(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
     """Stop a run that is working or waiting; it ends with finish_reason `cancelled`."""
     runner = await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)

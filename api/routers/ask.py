@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.orm import Session
+from sse_starlette import ServerSentEvent
 
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
@@ -18,11 +18,13 @@ from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.lookups import get_collection
 from api.metrics import record_ask
 from api.ratelimit import RateLimit, charging
-from api.routers.collections import get_collection
+from api.schemas.ask import AskOut
+from api.schemas.common import event_stream
 from api.state import AppState
-from api.streaming import ending_with_error_event, sse
+from api.streaming import event_source, sse
 from api.validation import Seed, check_retrieval_options
 from core.tenancy import scope_to_tenant
 from retrieval.embedding import get_embedder
@@ -146,7 +148,14 @@ def embedding_similarity(model_spec: str):
     return similarity
 
 
-@router.post("/ask")
+@router.post(
+    "/ask",
+    response_model=AskOut,
+    responses=event_stream(
+        "With `stream`: `event: sources`, then `event: token` per piece of text, then `event: done` "
+        "(this response's fields), each with its JSON as data; a failure midway ends with `event: error`."
+    ),
+)
 async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
@@ -160,7 +169,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
         raise
     if body.stream:
 
-        async def stream() -> AsyncIterator[str]:
+        async def stream() -> AsyncIterator[ServerSentEvent]:
             try:
                 yield sse(first["type"], first)
                 async for event in events:
@@ -168,7 +177,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
             finally:
                 session.close()
 
-        return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
+        return event_source(stream())
     try:
         done = [event async for event in events if event["type"] == "done"][-1]
     finally:

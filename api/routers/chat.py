@@ -10,15 +10,14 @@ through to the generator (the in-process engine or the configured remote server)
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Literal
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import ServerSentEvent
 
 from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
@@ -27,13 +26,17 @@ from api.llm import chat_backend
 from api.ratelimit import RateLimit, charging
 from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
+from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
+from api.schemas.common import event_stream
 from api.state import AppState
-from api.streaming import ending_with_error_event
+from api.streaming import event_source, sse
 from api.validation import Seed
 from core.tenancy import scope_to_tenant
 from inference.client import LocalChatBackend
 from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
 from inference.protocol import InvalidRequestError, SamplingParams
+from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
+from inference.server.schemas.common import Usage
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
@@ -166,19 +169,25 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             yield {"type": "done", "finish_reason": delta.finish_reason, "usage": usage}
 
 
-def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, **extra) -> str:
-    body = {
-        "id": cid,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        **extra,
-    }
-    return f"data: {json.dumps(body)}\n\n"
+def _usage(usage: dict) -> Usage:
+    """The event's usage as OpenAI's object (zeros where the backend reported none)."""
+    return Usage.model_validate({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, **usage})
 
 
-@router.post("/chat/completions")
+def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, **extra) -> ServerSentEvent:
+    choice = ChatChunkChoice(delta=delta, finish_reason=finish_reason)
+    body = PlatformChatChunk(id=cid, created=created, model=model, choices=[choice], **extra)
+    return sse(None, body.model_dump_json())
+
+
+@router.post(
+    "/chat/completions",
+    response_model=PlatformChatCompletion,
+    responses=event_stream(
+        "With `stream`: `data: <chat.completion.chunk JSON>` per piece of text, the last chunk with "
+        "`finish_reason`, `usage` (and a rag/ model's citations), then `data: [DONE]`."
+    ),
+)
 async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -186,39 +195,32 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 
-        async def stream() -> AsyncIterator[str]:
+        async def stream() -> AsyncIterator[ServerSentEvent]:
             yield _chunk(cid, created, body.model, {"role": "assistant", "content": ""})
             async for event in _prepend(first, events):
                 if event["type"] == "token":
                     yield _chunk(cid, created, body.model, {"content": event["text"]})
                 elif event["type"] == "done":
-                    extra = {"usage": event["usage"], **_rag_fields(event)}
+                    extra = {"usage": _usage(event["usage"]), **_rag_fields(event)}
                     yield _chunk(cid, created, body.model, {}, event["finish_reason"], **extra)
-            yield "data: [DONE]\n\n"
+            yield sse(None, "[DONE]")
 
-        return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
+        return event_source(stream())
     text, done = [], {}
     async for event in _prepend(first, events):
         if event["type"] == "token":
             text.append(event["text"])
         elif event["type"] == "done":
             done = event
-    content = done.get("answer", "".join(text))
-    response = {
-        "id": cid,
-        "object": "chat.completion",
-        "created": created,
-        "model": body.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": done.get("finish_reason") or "stop",
-            }
-        ],
-        "usage": done.get("usage", {}),
-    }
-    return response | _rag_fields(done)
+    message = AssistantMessage(content=done.get("answer", "".join(text)))
+    return PlatformChatCompletion(
+        id=cid,
+        created=created,
+        model=body.model,
+        choices=[ChatChoice(message=message, finish_reason=done.get("finish_reason") or "stop")],
+        usage=_usage(done.get("usage", {})),
+        **_rag_fields(done),
+    )
 
 
 RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "claims")

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
+from api.lookups import get_collection
 from api.validation import check_model_allowed
 from core.models import Chunk, Collection, Document
 from core.registry import ModelNotAvailable
@@ -61,19 +62,6 @@ class CollectionOut(BaseModel):
     updated_at: datetime
     document_count: int = 0
     chunk_count: int = 0
-
-
-def get_collection(session: Session, tenant: uuid.UUID, ref: str) -> Collection:
-    """By id or by name, within the tenant; 404 otherwise."""
-    query = select(Collection).where(Collection.tenant_id == tenant)
-    try:
-        query = query.where(Collection.id == uuid.UUID(ref))
-    except ValueError:
-        query = query.where(Collection.name == ref)
-    collection = session.execute(query).scalar_one_or_none()
-    if collection is None:
-        raise ApiError(404, "collection_not_found", f"no collection {ref!r}")
-    return collection
 
 
 def _model_unavailable(spec: str | None) -> ApiError:

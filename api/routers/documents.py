@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
+from api.lookups import get_collection
 from api.quotas import check_upload_quota
-from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
 from core.models import Chunk, Document, DocumentStatus, IngestionJob
 from ingestion.blobs import BlobStore

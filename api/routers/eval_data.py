@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep
 from api.errors import ApiError
+from api.schemas.evals import DatasetOut, FeedbackDatasetOut, FeedbackOut
 from core.models import MessageFeedback
 from evals.datasets import datasets_root
 from evals.feedback import feedback_dataset, find_answer_message
@@ -42,7 +43,7 @@ def _relative(name: str) -> str:
     return "/".join(parts)
 
 
-@router.post("/evals/datasets", status_code=201)
+@router.post("/evals/datasets", status_code=201, response_model=DatasetOut)
 def upload_dataset(settings: SettingsDep, tenant: CurrentTenant, files: list[UploadFile] = File(...)):
     """Store dataset files (names may hold folders: 'qrels/test.tsv'); returns the path to evaluate."""
     relative = f"uploads/{tenant}/{uuid.uuid4().hex}"
@@ -67,7 +68,7 @@ def upload_dataset(settings: SettingsDep, tenant: CurrentTenant, files: list[Upl
     return {"path": relative, "files": names, "bytes": total}
 
 
-@router.post("/evals/datasets/from-feedback", status_code=201)
+@router.post("/evals/datasets/from-feedback", status_code=201, response_model=FeedbackDatasetOut)
 def dataset_from_feedback(
     body: FromFeedback, session: SessionDep, settings: SettingsDep, tenant: CurrentTenant
 ):
@@ -79,7 +80,7 @@ def dataset_from_feedback(
     return {"path": relative, "format": "jsonl", **counts}
 
 
-@router.post("/messages/{message_id}/feedback", status_code=201)
+@router.post("/messages/{message_id}/feedback", status_code=201, response_model=FeedbackOut)
 def post_feedback(message_id: uuid.UUID, body: FeedbackIn, session: SessionDep, tenant: CurrentTenant):
     """Up or down on an answer, with an optional comment and corrected answer."""
     message = find_answer_message(session, tenant, message_id)

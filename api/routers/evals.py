@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
-from api.routers.collections import get_collection
+from api.lookups import get_collection
+from api.schemas.evals import ApplyOut, CompareOut, EstimateOut, EvalItemOut, SweepOut
 from core.models import EvalItem, EvalRun, JobStatus
 from evals import service
 from evals.sweep import plot
@@ -79,7 +80,7 @@ def create_eval(
     return _out(run)
 
 
-@router.post("/estimate")
+@router.post("/estimate", response_model=EstimateOut)
 def estimate_eval(body: service.EvalCreate, settings: SettingsDep, tenant: CurrentTenant) -> dict:
     """What a run with this body would evaluate and, with a judge, its estimated judging tokens;
     creates nothing."""
@@ -110,7 +111,7 @@ def read_eval(run_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
     return _out(_run(session, tenant, run_id))
 
 
-@router.get("/{run_id}/items")
+@router.get("/{run_id}/items", response_model=list[EvalItemOut])
 def list_items(
     run_id: uuid.UUID,
     session: SessionDep,
@@ -157,7 +158,7 @@ def delete_eval(run_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
     return Response(status_code=204)
 
 
-@router.get("/{run_id}/compare/{other_id}")
+@router.get("/{run_id}/compare/{other_id}", response_model=CompareOut)
 def compare_evals(
     run_id: uuid.UUID,
     other_id: uuid.UUID,
@@ -181,13 +182,17 @@ def _sweep(run: EvalRun) -> dict:
     return table
 
 
-@router.get("/{run_id}/sweep")
+@router.get("/{run_id}/sweep", response_model=SweepOut)
 def read_sweep(run_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
     """Quality vs latency per variant, with the Pareto front flagged (the plot's data)."""
     return _sweep(_run(session, tenant, run_id))
 
 
-@router.get("/{run_id}/sweep/plot")
+@router.get(
+    "/{run_id}/sweep/plot",
+    response_class=Response,
+    responses={200: {"content": {"image/png": {}, "image/svg+xml": {"schema": {"type": "string"}}}}},
+)
 def sweep_plot(
     run_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant, format: Literal["png", "svg"] = "png"
 ):
@@ -196,7 +201,7 @@ def sweep_plot(
     return Response(plot(_sweep(run), format, title=run.name or f"sweep {run.id}"), media_type=media)
 
 
-@router.post("/{run_id}/apply")
+@router.post("/{run_id}/apply", response_model=ApplyOut)
 def apply_eval(run_id: uuid.UUID, body: ApplyBody, session: SessionDep, tenant: CurrentTenant):
     """Write a variant's retrieval settings into a collection's retrieval config."""
     run = _run(session, tenant, run_id)

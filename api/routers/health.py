@@ -7,13 +7,20 @@ import logging
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from api.deps import StateDep
+from api.schemas.common import ErrorBody
 from core.database import DatabaseNotReady, check_migrated
 from core.registry import ModelNotAvailable, resolve_model
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
+
+
+class ReadyOut(BaseModel):
+    status: str
+    checks: dict[str, str]
 
 
 @router.get("/healthz")
@@ -39,7 +46,7 @@ def _check_models(state) -> str:
     return "ok"
 
 
-@router.get("/readyz")
+@router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ErrorBody}})
 async def readyz(state: StateDep) -> JSONResponse:
     """Database migrated and reachable, broker reachable, configured models resolvable."""
     checks = {"database": _check_database, "broker": _check_broker, "models": _check_models}

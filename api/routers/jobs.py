@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
-from api.routers.collections import get_collection
+from api.lookups import get_collection
 from api.scoping import get_in_tenant
 from core.models import Collection, Document, IngestionJob, JobStatus
 from ingestion import state as transitions

@@ -15,8 +15,9 @@ from typing import TypeVar
 
 import anyio
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
 from inference.protocol import EngineError, RequestOutput, SamplingParams, TokenLogprob
@@ -109,9 +110,11 @@ async def _prepend(first: RequestOutput, rest: AsyncIterator[RequestOutput]) -> 
         yield output
 
 
-def _event(payload: BaseModel | dict) -> str:
-    body = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
-    return f"data: {body}\n\n"
+def _event(payload: BaseModel | dict | str) -> ServerSentEvent:
+    if isinstance(payload, BaseModel):
+        payload = payload.model_dump_json()
+    body = payload if isinstance(payload, str) else json.dumps(payload)
+    return ServerSentEvent(data=body, sep="\n")
 
 
 async def _events(
@@ -119,7 +122,7 @@ async def _events(
     prelude: Iterable[BaseModel],
     render: Callable[[RequestOutput], Iterable[BaseModel]],
     usage_chunk: Callable[[Usage], BaseModel] | None,
-) -> AsyncIterator[str]:
+) -> AsyncIterator[ServerSentEvent]:
     for chunk in prelude:
         yield _event(chunk)
     last = None
@@ -137,7 +140,7 @@ async def _events(
     else:
         if usage_chunk is not None and last is not None:
             yield _event(usage_chunk(usage_of(last)))
-    yield "data: [DONE]\n\n"
+    yield _event("[DONE]")
 
 
 async def stream_response(
@@ -147,7 +150,8 @@ async def stream_response(
     usage_chunk: Callable[[Usage], BaseModel] | None,
     prelude: Iterable[BaseModel] = (),
 ) -> Response:
-    """An SSE response of `outputs` in OpenAI's chunk format, ending with `data: [DONE]`.
+    """An SSE response of `outputs` in OpenAI's chunk format, ending with `data: [DONE]` (framed by
+    sse-starlette, which also pings idle streams and notices a client that went away).
 
     The first delta is awaited before answering so that admission errors (queue full, invalid
     request) still get a proper status code instead of a 200 followed by an in-band error.
@@ -158,6 +162,4 @@ async def stream_response(
     events = _events(_prepend(first, outputs), prelude, render, usage_chunk)
     # NOTE: if the client disconnects while a chunk is being sent, the body generators are left
     # suspended rather than closed; closing `outputs` afterwards is what aborts the engine request.
-    return StreamingResponse(
-        events, media_type="text/event-stream", background=BackgroundTask(outputs.aclose)
-    )
+    return EventSourceResponse(events, background=BackgroundTask(outputs.aclose), sep="\n")

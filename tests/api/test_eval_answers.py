@@ -109,3 +109,6 @@ def test_pubmedqa_loader():
     assert len(data.items) == 500 and len(data.corpus) == 1000
     item = data.items[0]
     assert item.gold_docs == [item.key] and item.answer and item.key in {d.source_id for d in data.corpus}
+    dev = load_answers(PUBMEDQA, "pubmedqa", "dev")  # the pool benchmarks.answers tunes on
+    assert len(dev.items) == 500 and not {i.key for i in dev.items} & {i.key for i in data.items}
+    assert "\n\n" in dev.corpus[0].text  # the contexts stay paragraphs

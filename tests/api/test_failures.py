@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event, text
 
 from api.main import build_state, create_app
-from api.streaming import ending_with_error_event
+from api.streaming import ending_with_error_event, sse
 from core.database import make_engine, make_session_factory
 from inference.protocol import EngineOverloadedError
 from tests.support.http import running
@@ -60,15 +60,15 @@ def test_full_engine_queue_is_a_503_with_retry_after(settings):
 
 def test_stream_failures_end_with_an_error_event():
     async def events():
-        yield "event: token\ndata: {}\n\n"
+        yield sse("token", {})
         raise EngineOverloadedError("full")
 
     async def collect():
-        return [chunk async for chunk in ending_with_error_event(events())]
+        return [chunk.encode().decode() async for chunk in ending_with_error_event(events())]
 
     chunks = asyncio.run(collect())
     assert chunks[0].startswith("event: token")
-    name, data = chunks[-1].strip().split("\n")
+    name, data = chunks[-1].strip().splitlines()
     assert name == "event: error"
     assert json.loads(data.removeprefix("data: "))["error"] == {
         "code": "engine_overloaded",

@@ -1,4 +1,5 @@
-"""Schemathesis against the API's own OpenAPI document: whatever it generates, no 5xx.
+"""Schemathesis against the API's own OpenAPI document: whatever it generates, no 5xx, and every
+answer matches what the document declares for its status (body schema and content type).
 
 CI runs a bounded number of examples per operation (GROUNDWORK_FUZZ_EXAMPLES, default 12: a few
 hundred calls). A larger run lifts the suite's per-test time limit: `GROUNDWORK_FUZZ_EXAMPLES=130
@@ -13,6 +14,7 @@ import os
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
 from api.main import build_state, create_app
 
@@ -21,8 +23,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 EXAMPLES = int(os.environ.get("GROUNDWORK_FUZZ_EXAMPLES", "12"))
 
 
+CONFORMANCE = [response_schema_conformance, content_type_conformance]
+
+
 def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
-    """Every operation, EXAMPLES generated cases each; returns (calls, the 5xx answers)."""
+    """Every operation, EXAMPLES generated cases each; returns (calls, the 5xx answers and the answers
+    that do not match their declared schema)."""
+    app.openapi()  # NOTE: built (and cached) here, so that loading it is not timed by schemathesis
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     calls, errors = 0, []
     for result in schema.get_all_operations():
@@ -36,10 +43,14 @@ def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
             nonlocal calls
             response = case.call(headers=headers, timeout=300)  # the first LLM call loads the engine
             calls += 1
+            where = f"{case.method} {case.formatted_path} -> {response.status_code}"
             if response.status_code >= 500:
-                errors.append(
-                    f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:300]}"
-                )
+                errors.append(f"{where}: {response.text[:300]}")
+                return
+            try:
+                case.validate_response(response, checks=CONFORMANCE, headers=headers)
+            except Exception as exc:  # schemathesis raises its failures (a group) as exceptions
+                errors.append(f"{where}: does not match the schema: {str(exc)[:500]}")
 
         run()
     return calls, errors
@@ -67,7 +78,7 @@ def app_for(broker_settings):
 
 def test_no_server_errors_without_auth(app_for):
     calls, errors = _fuzz(app_for())
-    print(f"schemathesis, auth off: {calls} calls, {len(errors)} 5xx")
+    print(f"schemathesis, auth off: {calls} calls, {len(errors)} 5xx or schema mismatches")
     assert not errors, "\n".join(errors[:20])
 
 
@@ -78,5 +89,5 @@ def test_no_server_errors_with_auth(app_for, session_factory):
     with session_scope(session_factory) as session:
         _, plain = create_api_key(session, get_or_create_tenant(session, "fuzz"), "fuzz")
     calls, errors = _fuzz(app_for(auth_required=True), {"authorization": f"Bearer {plain}"})
-    print(f"schemathesis, auth required: {calls} calls, {len(errors)} 5xx")
+    print(f"schemathesis, auth required: {calls} calls, {len(errors)} 5xx or schema mismatches")
     assert not errors, "\n".join(errors[:20])

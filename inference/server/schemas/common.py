@@ -30,7 +30,8 @@ class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    prompt_tokens_details: PromptTokensDetails
+    # Defaulted for callers whose backends report no cache use (the platform's agent/ models).
+    prompt_tokens_details: PromptTokensDetails = Field(default_factory=PromptTokensDetails)
 
 
 class StreamOptions(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -64,6 +66,13 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
 def test_the_library_and_the_platform_share_their_defaults(tiny_llama):
     assert EngineConfig(tiny_llama) == EngineConfig.from_settings(EngineSettings(), tiny_llama)
     assert EngineConfig(tiny_llama).speculative == EngineSettings().speculative == "prompt_lookup"
+
+
+@pytest.mark.unit
+def test_every_engine_setting_reaches_the_engine():
+    # from_settings carries fields by name: a setting that matches no field would be dropped silently.
+    carried = {f.name for f in dataclasses.fields(EngineConfig)} | {"draft_model"}
+    assert set(EngineSettings.model_fields) - carried == {"llm_base_url"}
 
 
 @pytest.mark.unit

@@ -1,55 +1,22 @@
-"""BEIR-format evaluation: corpus.jsonl, queries.jsonl, qrels/<split>.tsv -> metrics per mode."""
+"""A BEIR dataset (loaded by evals/datasets.py) in a benchmark: corpus embeddings cached on disk,
+one chunk per document, one pipeline run over every judged query."""
 
 from __future__ import annotations
 
 import asyncio
-import csv
 import hashlib
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from core.models import Collection
-from retrieval.corpus import CorpusDoc, add_documents
-from retrieval.metrics import evaluate
+from evals.datasets import BeirDataset, doc_text
+from evals.metrics import retrieval_metrics
+from retrieval.corpus import add_documents
 from retrieval.pipeline import SearchPipeline
-
-
-@dataclass
-class BeirDataset:
-    corpus: list[CorpusDoc]
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-
-
-def _jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def load_beir(folder: Path, split: str = "test") -> BeirDataset:
-    corpus = [
-        CorpusDoc(str(row["_id"]), row.get("text", ""), row.get("title", "") or "", row.get("metadata") or {})
-        for row in _jsonl(folder / "corpus.jsonl")
-    ]
-    qrels: dict[str, dict[str, int]] = {}
-    with (folder / "qrels" / f"{split}.tsv").open(encoding="utf-8") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        for row in reader:
-            if len(row) < 3 or not row[2].lstrip("-").isdigit():
-                continue  # header
-            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
-    queries = {str(r["_id"]): r["text"] for r in _jsonl(folder / "queries.jsonl") if str(r["_id"]) in qrels}
-    return BeirDataset(corpus, queries, {q: j for q, j in qrels.items() if q in queries})
-
-
-def doc_text(doc: CorpusDoc) -> str:
-    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
 
 
 def corpus_vectors(
@@ -79,8 +46,8 @@ def ingest(session: Session, collection: Collection, dataset: BeirDataset, vecto
 def run_mode(
     session: Session, collection: Collection, dataset: BeirDataset, pipeline: SearchPipeline
 ) -> dict:
-    """Metrics and per-query latency of one pipeline over every judged query (benchmarks/fusion.py;
-    evaluation runs do the same per item, see evals/)."""
+    """Metrics and per-query latency of one pipeline over every judged query (evaluation runs do the
+    same per item, see evals/)."""
     runs: dict[str, list[str]] = {}
     latencies: list[float] = []
     for qid, query in dataset.queries.items():
@@ -89,7 +56,7 @@ def run_mode(
         latencies.append((time.perf_counter() - start) * 1000)
         runs[qid] = [r.source_id for r in result.results]
         session.rollback()
-    metrics = evaluate(runs, dataset.qrels)
+    metrics = retrieval_metrics(runs, dataset.qrels)
     return {
         **{k: round(v, 4) for k, v in metrics.items()},
         "latency_ms_p50": round(float(np.percentile(latencies, 50)), 2),

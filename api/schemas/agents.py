@@ -1,0 +1,43 @@
+"""/v1/agents/runs shapes (agents/runs/store.py `run_dict`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class AgentRunSummary(BaseModel):
+    """A run without its trace (lists, and a run started in the background)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    object: Literal["agent.run"]
+    agent: str
+    status: str
+    input: str
+    collection_ids: list[str]
+    tools: list[str]
+    client_tools: list[str]
+    budgets: dict[str, Any]
+    review_plan: bool
+    plan: list[Any] | None
+    required_action: dict[str, Any] | None
+    answer: str | None
+    citations: list[Any] | None
+    usage: dict[str, Any] | None
+    finish_reason: str | None
+    detail: str | None
+    active_s: float
+    created_at: str | None
+    finished_at: str | None
+
+
+class AgentRunOut(AgentRunSummary):
+    trace: list[Any]
+
+
+class AgentRunList(BaseModel):
+    object: Literal["list"]
+    data: list[AgentRunSummary]
