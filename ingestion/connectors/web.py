@@ -60,8 +60,9 @@ class WebConnector:
         self.refused: list[str] = []
         self.skipped: list[str] = []
         self._last_request = 0.0
-        seed = config.start_url or config.sitemap_url
-        self.site = _site(seed)
+        self.start_url = str(config.start_url) if config.start_url else None
+        self.sitemap_url = str(config.sitemap_url) if config.sitemap_url else None
+        self.site = _site(self.start_url or self.sitemap_url)
 
     # -- requests -----------------------------------------------------------------------------
     def _wait_turn(self) -> None:
@@ -173,12 +174,13 @@ class WebConnector:
         return canonical, links
 
     def list_items(self) -> Iterator[Item]:
-        frontier: deque[tuple[str, int]] = deque()
-        if self.config.start_url:
-            self.guard.check(self.config.start_url)  # a refused start is the sync's failure
-            frontier.append((normalize(self.config.start_url), 0))
-        if self.config.sitemap_url:
-            frontier.extend((normalize(u), 0) for u in self._sitemap_urls(self.config.sitemap_url))
+        seeds: list[str] = []
+        if self.start_url:
+            self.guard.check(self.start_url)  # a refused start is the sync's failure
+            seeds.append(normalize(self.start_url))
+        if self.sitemap_url:
+            seeds.extend(normalize(u) for u in self._sitemap_urls(self.sitemap_url))
+        frontier: deque[tuple[str, int]] = deque((u, 0) for u in dict.fromkeys(seeds))
         queued = {u for u, _ in frontier}
         taken: set[str] = set()
         pages = 0
