@@ -158,7 +158,7 @@ def ocr(pages: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docx-mb", type=float, default=92.0)
-    parser.add_argument("--ocr-pages", type=int, default=3)
+    parser.add_argument("--ocr-pages", type=int, default=1)
     args = parser.parse_args()
     result = {"docx": docx_memory(args.docx_mb), "ocr": ocr(args.ocr_pages)}
     RESULTS.parent.mkdir(exist_ok=True)
