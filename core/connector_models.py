@@ -8,7 +8,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Text, func
+from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, func
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -24,7 +24,10 @@ class SyncStatus(enum.StrEnum):
 
 class Connector(_Timestamps, Base):
     __tablename__ = "connectors"
-    __table_args__ = (Index("ix_connectors_due", "enabled", "next_sync_at"),)
+    __table_args__ = (
+        UniqueConstraint("collection_id", "name"),
+        Index("ix_connectors_due", "enabled", "next_sync_at"),
+    )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
     collection_id: Mapped[uuid.UUID] = mapped_column(
