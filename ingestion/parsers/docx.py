@@ -126,8 +126,13 @@ def parse_docx(data: bytes, max_chars: int = 50_000_000) -> ParsedDocument:
     return ParsedDocument(builder.text, builder.segments, "docx", MIME["docx"], title)
 
 
+# Only these reach Python: run properties (w:rPr and its many children), the bulk of Word's XML,
+# are built by libxml2 and dropped with their paragraph, never visited one by one.
+_TAGS = [f"{W}{t}" for t in ("t", "tab", "br", "cr", "pStyle", "outlineLvl", "p", "tc", "tr", "tbl")]
+
+
 def _stream(reader: _Reader, xml) -> None:
-    for event, el in etree.iterparse(xml, events=("start", "end"), **_SAFE):
+    for event, el in etree.iterparse(xml, events=("start", "end"), tag=[*_TAGS, _MC_FALLBACK], **_SAFE):
         tag = el.tag
         if event == "start":
             if tag == _MC_FALLBACK:
