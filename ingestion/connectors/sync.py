@@ -82,9 +82,13 @@ def send_sync(celery: Celery, settings: Settings, sync_id: uuid.UUID) -> None:
     )
 
 
-def _connector_documents(session: Session, connector_id: uuid.UUID) -> dict[str, Document]:
+def _connector_documents(
+    session: Session, collection_id: uuid.UUID, connector_id: uuid.UUID
+) -> dict[str, Document]:
     docs = session.execute(
-        select(Document).where(Document.metadata_["connector_id"].astext == str(connector_id))
+        select(Document)
+        .where(Document.collection_id == collection_id)
+        .where(Document.metadata_["connector_id"].astext == str(connector_id))
     ).scalars()
     return {d.source_id: d for d in docs}
 
@@ -113,7 +117,7 @@ def run_sync(settings: Settings, sessions: sessionmaker[Session], celery: Celery
         collection_id = connector.collection_id
         known = {
             sid: (d.metadata_.get("connector_version"), d.status)
-            for sid, d in _connector_documents(session, connector_id).items()
+            for sid, d in _connector_documents(session, collection_id, connector_id).items()
         }
     blobs = BlobStore.for_data_dir(settings.data_dir)
     max_bytes = int(settings.ingestion.max_file_mb * 1e6)
