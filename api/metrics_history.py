@@ -21,11 +21,12 @@ from api.deps import CurrentTenant, StateDep
 from api.metrics import platform_metrics
 from api.state import AppState
 from core.models import Document, DocumentStatus, IngestionJob
+from ingestion.state import TERMINAL
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/metrics", tags=["metrics"])
 
-_IN_FLIGHT = [s for s in DocumentStatus if s not in (DocumentStatus.indexed, DocumentStatus.failed)]
+_IN_FLIGHT = [s for s in DocumentStatus if s not in TERMINAL]
 
 
 class Sample(BaseModel):

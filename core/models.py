@@ -56,6 +56,9 @@ class DocumentStatus(enum.StrEnum):
     chunking = "chunking"
     embedding = "embedding"
     indexed = "indexed"
+    # Indexed, but the text-yield check found far less text than the file's size suggests
+    # (migration 0011_connectors; the reasons are in metadata["warnings"]).
+    indexed_with_warnings = "indexed_with_warnings"
     failed = "failed"
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import create_engine
 from core.database import sqlalchemy_url
 from core.settings import Settings
 
-TASK_MODULES = ["ingestion.tasks", "evals.tasks"]
+TASK_MODULES = ["ingestion.tasks", "ingestion.connectors.tasks", "evals.tasks"]
 
 
 def broker_urls(settings: Settings, database_url: str) -> tuple[str, str]:

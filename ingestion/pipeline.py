@@ -140,7 +140,14 @@ def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
             "the uploaded bytes are missing from the blob store; upload the file again", "blob_missing"
         )
     knobs = ctx.settings.ingestion
-    parsed = parse(data, claim.filename, int(knobs.max_file_mb * 1e6), int(knobs.max_unpacked_mb * 1e6))
+    parsed = parse(
+        data,
+        claim.filename,
+        int(knobs.max_file_mb * 1e6),
+        int(knobs.max_unpacked_mb * 1e6),
+        knobs.max_parsed_chars,
+        knobs.ocr_max_pages,
+    )
     return Prepared(claim, parsed, [], {"parse": time.perf_counter() - t0})
 
 
@@ -192,11 +199,16 @@ def _store(ctx: PipelineContext, item: Prepared, vectors: np.ndarray, embedded: 
         # NOTE: old version out, new version in, in one transaction: a search sees one or the other.
         session.execute(delete(Chunk).where(Chunk.document_id == doc.id))
         session.execute(insert(Chunk), _chunk_rows(item, vectors, collection.index_dim))
-        doc.status, doc.error, doc.claimed_by, doc.heartbeat_at = DocumentStatus.indexed, None, None, None
+        warnings = item.parsed.warnings
+        status = DocumentStatus.indexed_with_warnings if warnings else DocumentStatus.indexed
+        doc.status, doc.error, doc.claimed_by, doc.heartbeat_at = status, None, None, None
         doc.blob_key = None
         doc.mime_type = item.parsed.mime_type
         doc.title = doc.title or (item.parsed.title or claim.filename)[:1000]
-        doc.metadata_ = {**doc.metadata_, "kind": item.parsed.kind, "chunks": len(item.drafts)}
+        metadata = {k: v for k, v in doc.metadata_.items() if k != "warnings"}
+        doc.metadata_ = {**metadata, "kind": item.parsed.kind, "chunks": len(item.drafts)}
+        if warnings:
+            doc.metadata_ = {**doc.metadata_, "warnings": warnings}
         item.seconds["store"] = time.perf_counter() - t0
         state.bump_job(
             session,

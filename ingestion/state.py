@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from core.models import Chunk, Collection, Document, DocumentStatus, IngestionJob, JobStatus
 
-TERMINAL = (DocumentStatus.indexed, DocumentStatus.failed)
+INDEXED = (DocumentStatus.indexed, DocumentStatus.indexed_with_warnings)
+TERMINAL = (*INDEXED, DocumentStatus.failed)
 IN_PROGRESS = (DocumentStatus.parsing, DocumentStatus.chunking, DocumentStatus.embedding)
 JOB_OPEN = (JobStatus.queued, JobStatus.running)
 
@@ -222,7 +223,7 @@ def requeue_documents(
 ) -> list[uuid.UUID]:
     """Put every document of the job that is not indexed (or only those of `document_ids`) back in
     the queue; the ids to send."""
-    query = select(Document).where(Document.job_id == job_id, Document.status != DocumentStatus.indexed)
+    query = select(Document).where(Document.job_id == job_id, Document.status.not_in(INDEXED))
     if document_ids is not None:
         query = query.where(Document.id.in_(document_ids))
     docs = session.execute(query.order_by(Document.created_at).with_for_update()).scalars().all()

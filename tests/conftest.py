@@ -18,6 +18,7 @@ from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
 from core.embedded_pg import start_embedded_postgres
 from core.settings import Settings
+from core.settings.connectors import ConnectorSettings
 from ingestion.celery_app import create_celery
 from tests.support.services import (
     REDIS_HOST,
@@ -81,6 +82,13 @@ def settings(tmp_path_factory, database_url) -> Settings:
         model_cache_dir=tmp_path_factory.mktemp("models"),
         celery_queue=unique_name("gwq"),
         log_json=False,
+        # Connector tests crawl a loopback server and read temporary folders (ingestion/connectors).
+        connectors=ConnectorSettings(
+            allowed_private_networks=["127.0.0.0/8"],
+            allowed_folders=[Path(tempfile.gettempdir())],
+            scheduler_tick_s=1.0,
+            min_interval_s=1,
+        ),
     )
 
 

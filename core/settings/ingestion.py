@@ -11,6 +11,14 @@ class IngestionSettings(BaseModel):
         default=100.0,
         description="A DOCX (ZIP) whose parts unpack to more than this fails as unpacked_too_large.",
     )
+    max_parsed_chars: int = Field(
+        default=20_000_000,
+        description="An Office file whose text passes this many characters fails as text_too_large, while "
+        "it is parsed (the DOCX/PPTX/XLSX parsers hold the text, never the XML tree).",
+    )
+    ocr_max_pages: int = Field(
+        default=200, description="Pages without a text layer read by OCR per PDF (0: no OCR)."
+    )
     max_files_per_upload: int = Field(default=1000, description="Most files one upload request may carry.")
     chunk_strategy: Literal["fixed", "recursive", "semantic"] = Field(
         default="fixed", description="Chunker of new collections that do not choose one."

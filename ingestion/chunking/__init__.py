@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 from ingestion.chunking.fixed import fixed_windows
 from ingestion.chunking.recursive import recursive_spans
 from ingestion.chunking.semantic import semantic_spans
+from ingestion.chunking.tables import row_spans, table_context
 from ingestion.chunking.words import WordIndex
 from ingestion.parsers.base import ParsedDocument
 
@@ -73,6 +74,9 @@ def chunk_document(
     drafts: list[ChunkDraft] = []
     for segment in doc.segments:
         index = WordIndex(doc.text, segment.start, segment.end, embedder.tokenizer)
+        if segment.metadata.get("table"):
+            drafts.extend(_table_drafts(doc, segment, index, size, prefix, embedder))
+            continue
         if config.strategy == "fixed":
             spans = fixed_windows(index, size, overlap)
         elif config.strategy == "recursive":
@@ -93,6 +97,36 @@ def chunk_document(
                     embed_text=prefix + doc.text[start:end],
                 )
             )
+    return drafts
+
+
+def _table_drafts(doc: ParsedDocument, segment, index: WordIndex, size: int, prefix: str, embedder) -> list:
+    """A table's chunks: whole rows (chunking/tables.py), whatever the collection's strategy."""
+    caption, header = table_context(segment)
+
+    def count(text: str) -> int:
+        return len(embedder.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
+
+    context = "\n".join(p for p in (caption, header) if p)
+    budget = max(8, size - count(context))
+    drafts = []
+    for n, (i, j) in enumerate(row_spans(index, budget)):
+        start, end = index.char_span(i, j)
+        text = doc.text[start:end]
+        # The first chunk starts with the header row itself; later ones get it repeated.
+        lead = "\n".join(p for p in (caption, header if n else "") if p)
+        drafts.append(
+            ChunkDraft(
+                text=text,
+                char_start=start,
+                char_end=end,
+                token_count=index.tokens(i, j),
+                page=segment.page,
+                heading_path=list(segment.heading_path),
+                metadata=dict(segment.metadata),
+                embed_text=prefix + (lead + "\n" if lead else "") + text,
+            )
+        )
     return drafts
 
 

@@ -22,9 +22,11 @@ class Segment:
 class ParsedDocument:
     text: str
     segments: list[Segment]
-    kind: str  # pdf, docx, html, markdown, text, json, jsonl
+    kind: str  # pdf, docx, pptx, xlsx, html, jats, markdown, text, json, jsonl
     mime_type: str
     title: str = ""
+    pages: int | None = None  # PDF: pages in the file (some may have yielded no text)
+    warnings: list[str] = field(default_factory=list)  # the text-yield check's (parsers/textyield.py)
 
 
 class TextBuilder:

@@ -20,7 +20,9 @@ _BINARY_MAGIC = {
     b"7z\xbc\xaf": "7-Zip archive",
     b"\xd0\xcf\x11\xe0": "legacy MS Office (OLE) file",
 }
-_ZIP_KINDS = {"xl/": "XLSX spreadsheet", "ppt/": "PPTX presentation", "META-INF/": "Java/EPUB archive"}
+# The main part that makes an Office ZIP what it is; anything else zipped is refused.
+_OFFICE_PARTS = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
+_ZIP_KINDS = {"META-INF/": "Java/EPUB archive"}
 _HTML_START = re.compile(
     rb"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.I | re.S
 )
@@ -38,12 +40,30 @@ _HTML_EXT = (".html", ".htm", ".xhtml")
 MIME = {
     "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     "html": "text/html",
     "jats": "application/jats+xml",
     "markdown": "text/markdown",
     "text": "text/plain",
     "json": "application/json",
     "jsonl": "application/jsonl",
+}
+
+
+# The one list of what can be ingested (kind -> usual file extensions); the type itself is always
+# sniffed from the bytes, so the extensions are what an upload form offers, not what is trusted.
+EXTENSIONS = {
+    "pdf": (".pdf",),
+    "docx": (".docx",),
+    "pptx": (".pptx",),
+    "xlsx": (".xlsx",),
+    "html": _HTML_EXT,
+    "jats": (".nxml", ".xml"),
+    "markdown": _MD_EXT,
+    "text": (".txt",),
+    "json": (".json",),
+    "jsonl": (".jsonl",),
 }
 
 
@@ -102,10 +122,11 @@ def _zip_kind(data: bytes, max_unpacked: int) -> str:
         infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except zipfile.BadZipFile:
         raise PermanentError("corrupt ZIP/Office file", "corrupt_file") from None
-    names = [i.filename for i in infos]
-    if "word/document.xml" in names:
-        _check_expansion(infos, max_unpacked)
-        return "docx"
+    names = {i.filename for i in infos}
+    for part, kind in _OFFICE_PARTS.items():
+        if part in names:
+            _check_expansion(infos, max_unpacked)
+            return kind
     for prefix, what in _ZIP_KINDS.items():
         if any(n.startswith(prefix) for n in names):
             raise PermanentError(f"unsupported file type: {what}", "unsupported_type")
@@ -143,7 +164,7 @@ def detect_kind(data: bytes, filename: str | None = None, max_unpacked: int = DE
             raise PermanentError(f"unsupported file type: {what}", "unsupported_type")
     if _looks_binary(data):
         raise PermanentError(
-            "unsupported file type: binary content that is not PDF or DOCX", "unsupported_type"
+            "unsupported file type: binary content that is not PDF or an Office file", "unsupported_type"
         )
     if _JATS_START.match(data[:4096]):
         return "jats"

@@ -54,6 +54,7 @@ class WorkerProcess:
             "GROUNDWORK_DATA_DIR": str(s.data_dir),
             "GROUNDWORK_CELERY_QUEUE": s.celery_queue,
             "GROUNDWORK_LOG_JSON": "false",
+            "GROUNDWORK_CONNECTORS": s.connectors.model_dump_json(),
             "PYTHONPATH": str(ROOT),
         }
         for key, value in (("BROKER_URL", s.broker_url), ("RESULT_BACKEND", s.result_backend)):

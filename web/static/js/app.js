@@ -11,6 +11,7 @@ const PAGES = {
   search: "./pages/search.js",
   ask: "./pages/ask.js",
   jobs: "./pages/jobs.js",
+  connectors: "./pages/connectors.js",
   metrics: "./pages/metrics.js",
   keys: "./pages/keys.js",
   agents: "./pages/agents.js",
