@@ -34,7 +34,7 @@ from core.settings import get_settings
 from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
 from retrieval.beir import BeirDataset, corpus_vectors, ingest, load_beir, run_mode
 from retrieval.bm25 import BM25Retriever
-from retrieval.corpus import create_collection
+from retrieval.corpus import build_prefix_index, create_collection
 from retrieval.dense import DenseRetriever
 from retrieval.embedding import get_embedder
 from retrieval.fusion import fuse
@@ -121,6 +121,7 @@ def prepare(sessions, settings, folder: Path) -> dict:
             s, DEFAULT_TENANT, f"fusion-{uuid.uuid4().hex[:8]}", settings.embedding_model, embedder.dim, 128
         )
         s.commit()
+        build_prefix_index(s.get_bind(), col.id, 128)
         ingest(s, col, data, vectors)
         source = dict(s.execute(_SOURCE_SQL, {"cid": col.id}).all())
         bm25 = BM25Retriever(BM25Config(candidates=1000))

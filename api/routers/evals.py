@@ -15,7 +15,7 @@ from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
 from api.routers.collections import get_collection
 from core.models import EvalItem, EvalRun, JobStatus
-from evals import service
+from evals import datasets, service
 from evals.sweep import plot
 from evals.tasks import send_run
 
@@ -72,6 +72,8 @@ def create_eval(
     collection = get_collection(session, tenant, body.collection) if body.collection else None
     try:
         run = service.create_run(session, settings, tenant, body, collection)
+    except datasets.DatasetNotFound as exc:
+        raise ApiError(404, "dataset_not_found", str(exc)) from None
     except service.EvalInputError as exc:
         raise ApiError(422, "invalid_eval", str(exc)) from None
     session.commit()
@@ -84,7 +86,9 @@ def estimate_eval(body: service.EvalCreate, settings: SettingsDep, tenant: Curre
     """What a run with this body would evaluate and, with a judge, its estimated judging tokens;
     creates nothing."""
     try:
-        return service.estimate(settings, body)
+        return service.estimate(settings, tenant, body)
+    except datasets.DatasetNotFound as exc:
+        raise ApiError(404, "dataset_not_found", str(exc)) from None
     except service.EvalInputError as exc:
         raise ApiError(422, "invalid_eval", str(exc)) from None
 
