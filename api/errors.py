@@ -105,7 +105,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else _code_for(exc.status_code)
         details = None if isinstance(exc.detail, str) else exc.detail
-        return error_response(exc.status_code, _code_for(exc.status_code), message, details, exc.headers)
+        code = getattr(exc, "code", None) or _code_for(exc.status_code)
+        return error_response(exc.status_code, code, message, details, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
