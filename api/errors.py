@@ -14,6 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.database import DatabaseNotReady
+from core.quotas import QuotaExceeded
 from inference.protocol import EngineOverloadedError, InvalidRequestError
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ def classify(exc: BaseException) -> ApiError:
         return exc
     if isinstance(exc, InvalidRequestError):
         return ApiError(400, "invalid_request", str(exc))
+    if isinstance(exc, QuotaExceeded):
+        return ApiError(413, "quota_exceeded", str(exc))
+    if isinstance(exc, RecursionError):
+        # NOTE: input nested past what a parser or validator recurses through; the client's to fix.
+        return ApiError(400, "too_deeply_nested", "a value in the request is nested too deeply")
     if isinstance(exc, DataError):
         # NOTE: Postgres refused a value the request carried (a NUL byte in text, a number out of its
         # column's range) that validation let through: the client's input, so a 400 that says why.
@@ -99,7 +105,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else _code_for(exc.status_code)
         details = None if isinstance(exc.detail, str) else exc.detail
-        return error_response(exc.status_code, _code_for(exc.status_code), message, details, exc.headers)
+        code = getattr(exc, "code", None) or _code_for(exc.status_code)
+        return error_response(exc.status_code, code, message, details, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -120,6 +127,8 @@ def install_error_handlers(app: FastAPI) -> None:
     # the request id header) instead of by Starlette's outermost server-error handler.
     for kind in (
         InvalidRequestError,
+        QuotaExceeded,
+        RecursionError,
         EngineOverloadedError,
         OperationalError,
         DBAPIError,

@@ -12,7 +12,8 @@ from fastapi import FastAPI, Request
 
 import web
 from api import metrics, metrics_history
-from api.errors import install_error_handlers
+from api.body_guard import BodyGuard
+from api.errors import classify, error_response, install_error_handlers
 from api.metrics import platform_metrics
 from api.routers import (
     agents,
@@ -80,6 +81,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
 
     app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(BodyGuard, settings=settings)  # inside request_context: refusals are logged
 
     @app.middleware("http")
     async def request_context(request: Request, call_next):
@@ -88,6 +90,9 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         start = time.perf_counter()
         try:
             response = await call_next(request)
+        except Exception as exc:  # answered here, not outside, so that the log below records it
+            err = classify(exc)
+            response = error_response(err.status, err.code, err.message, err.details, err.headers)
         finally:
             request_id_var.reset(token)
         response.headers["x-request-id"] = rid

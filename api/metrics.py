@@ -17,6 +17,7 @@ from prometheus_client import (
 )
 
 from api.deps import SessionDep, SettingsDep, get_admin, get_principal
+from api.routers.tenants import get_operator
 from api.state import AppState
 
 router = APIRouter(tags=["metrics"])
@@ -77,9 +78,10 @@ def record_ask(state: AppState, usage: dict, timings: dict) -> None:
 
 
 def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep) -> None:
-    """Metrics cover every tenant: with auth required, only an `admin` key reads them."""
+    """Metrics cover every tenant: with auth required, only the operator's (the default tenant's)
+    `admin` keys read them; another tenant's admin is refused like a missing scope."""
     if settings.auth_required:
-        get_admin(get_principal(request, session, settings, None))
+        get_operator(get_admin(get_principal(request, session, settings, None)))
 
 
 @router.get(

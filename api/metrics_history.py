@@ -17,7 +17,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from api.deps import CurrentTenant, StateDep
+from api.deps import DEFAULT_TENANT_ID, CurrentTenant, StateDep
+from api.errors import ApiError
 from api.metrics import platform_metrics
 from api.state import AppState
 from core.models import Document, DocumentStatus, IngestionJob
@@ -146,10 +147,15 @@ def _pct(values: list[float], q: float) -> float | None:
 @router.get("/history", response_model=History)
 def metrics_history(
     state: StateDep,
-    _: CurrentTenant,
+    tenant: CurrentTenant,
     since: float = Query(default=0.0, description="Only samples taken after this unix time."),
 ):
-    """Samples of request rate, answer latency, engine load and ingestion throughput, oldest first."""
+    """Samples of request rate, answer latency, engine load and ingestion throughput, oldest first.
+    They are platform-wide (every tenant's load), so only the operator's keys read them."""
+    if tenant != DEFAULT_TENANT_ID:
+        raise ApiError(
+            403, "not_operator", "the metrics history is platform-wide: only the operator's keys read it"
+        )
     sampler: MetricsSampler | None = state.extras.get("sampler")
     if sampler is None:
         return History(interval_s=0, samples=[])

@@ -130,7 +130,7 @@ def build_tasks(n_tasks: int, distractors: int) -> tuple[list[dict], list[dict]]
 
 
 def ingest(settings, sessions, docs: list[dict]) -> uuid.UUID:
-    from retrieval.corpus import CorpusDoc, add_documents, create_collection
+    from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
     from retrieval.embedding import get_embedder
 
     embedder = get_embedder(settings.embedding_model)
@@ -150,6 +150,7 @@ def ingest(settings, sessions, docs: list[dict]) -> uuid.UUID:
             s, collection, [CorpusDoc(d["_id"], d["text"][:600], d["title"]) for d in docs], vectors
         )
         s.commit()
+        build_prefix_index(s.get_bind(), collection.id, collection.index_dim)
         return collection.id
 
 

@@ -46,7 +46,7 @@ from evals.metrics import token_f1
 from inference.client import LocalChatBackend
 from ingestion.chunking import ChunkingConfig, chunk_document
 from retrieval.backends import start_local_engine
-from retrieval.corpus import create_collection
+from retrieval.corpus import build_prefix_index, create_collection
 from retrieval.embedding import get_embedder, matryoshka_prefix
 from retrieval.service import SearchRequest
 
@@ -104,6 +104,7 @@ def build(sessions, settings, embedder, docs, chunking: ChunkingConfig) -> uuid.
         s.execute(insert(Document), doc_rows)
         s.execute(insert(Chunk), chunk_rows)
         s.commit()
+        build_prefix_index(s.get_bind(), collection.id, collection.index_dim)
         return collection.id
 
 

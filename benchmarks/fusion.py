@@ -36,7 +36,7 @@ from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, Retri
 from evals.datasets import BeirDataset, load_retrieval
 from evals.metrics import retrieval_metrics
 from retrieval.bm25 import BM25Retriever
-from retrieval.corpus import create_collection
+from retrieval.corpus import build_prefix_index, create_collection
 from retrieval.dense import DenseRetriever
 from retrieval.embedding import get_embedder
 from retrieval.fusion import fuse
@@ -122,6 +122,7 @@ def prepare(sessions, settings, folder: Path) -> dict:
             s, DEFAULT_TENANT, f"fusion-{uuid.uuid4().hex[:8]}", settings.embedding_model, embedder.dim, 128
         )
         s.commit()
+        build_prefix_index(s.get_bind(), col.id, 128)
         ingest(s, col, data, vectors)
         source = dict(s.execute(_SOURCE_SQL, {"cid": col.id}).all())
         bm25 = BM25Retriever(BM25Config(candidates=1000))

@@ -25,7 +25,7 @@ from core.models import Collection
 from core.runtime import open_database
 from core.settings import get_settings
 from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
-from retrieval.corpus import CorpusDoc, add_documents, create_collection
+from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
 from retrieval.dense import DenseRetriever
 from retrieval.pipeline import SearchPipeline
 
@@ -107,6 +107,7 @@ def build(engine, sessions, n: int, seed: int) -> tuple[Collection, list[CorpusD
             s, DEFAULT_TENANT, f"bench-{uuid.uuid4().hex[:8]}", "synthetic", DIM, INDEX_DIM
         )
         s.commit()
+    build_prefix_index(engine, collection.id, INDEX_DIM)
     start = time.perf_counter()
     for lo in range(0, n, 5000):  # one transaction per batch, as ingestion writes them
         with sessions() as s:

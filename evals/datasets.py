@@ -1,8 +1,9 @@
 """Evaluation datasets: where they may live, and how each format loads.
 
 Every dataset is a file or folder under `<data_dir>/evals/` (uploads land in
-`<data_dir>/evals/uploads/<id>/`); a path that resolves outside it is refused, so a run can never
-read an arbitrary server file.
+`<data_dir>/evals/uploads/<tenant>/<id>/`); a path that resolves outside it, or into another
+tenant's uploads, is not found, so a run can never read an arbitrary server file or another
+tenant's data.
 
 Formats:
 - `beir` (retrieval, and the corpus of an answer dataset): `corpus.jsonl` ({"_id", "title", "text"}),
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import csv
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.quotas import tenant_datasets_dir
 from evals.bfcl import BfclCase, load_category
 from retrieval.corpus import CorpusDoc
 
@@ -35,6 +38,10 @@ FORMATS = {"retrieval": ("beir",), "answer": ("jsonl", "pubmedqa"), "agent": ("b
 
 class DatasetError(ValueError):
     """The dataset is missing, outside the data dir, or malformed (the run fails with this reason)."""
+
+
+class DatasetNotFound(DatasetError):
+    """No dataset the caller may read at that path (the API answers 404)."""
 
 
 @dataclass
@@ -62,15 +69,26 @@ def datasets_root(data_dir: Path) -> Path:
     return (data_dir / "evals").resolve()
 
 
-def resolve_path(data_dir: Path, relative: str) -> Path:
-    """`relative` (to <data_dir>/evals) as an existing path inside it; DatasetError otherwise."""
+def resolve_path(data_dir: Path, relative: str, tenant: uuid.UUID) -> Path:
+    """`relative` (to <data_dir>/evals) as an existing dataset `tenant` may read; DatasetNotFound
+    otherwise. Uploads are read only by their tenant: another tenant's upload, a path outside the
+    folder and a missing one get the same answer, and no message names a server path."""
     root = datasets_root(data_dir)
     path = (root / relative).resolve()
-    if not path.is_relative_to(root):
-        raise DatasetError(f"dataset path {relative!r} is outside the data dir's evals/ folder")
-    if not path.exists():
-        raise DatasetError(f"no dataset at {relative!r} (under {root})")
+    uploads = root / "uploads"
+    readable = path.is_relative_to(root) and path not in (root, uploads)
+    if path.is_relative_to(uploads):
+        readable = path.is_relative_to(tenant_datasets_dir(data_dir, tenant))
+    if not readable or not path.exists():
+        raise DatasetNotFound(f"no dataset at {relative!r} (paths are relative to the evals folder)")
     return path
+
+
+def public_reason(message: str, data_dir: Path) -> str:
+    """`message` with the server's data dir taken out (errors carry paths relative to evals/)."""
+    root = str(datasets_root(data_dir))
+    message = message.replace(root + "/", "").replace(root, "evals")
+    return message.replace(str(data_dir.resolve()), "<data_dir>").replace(str(data_dir), "<data_dir>")
 
 
 def _jsonl(path: Path) -> list[dict]:

@@ -1,5 +1,7 @@
 """The collection a run searches: an existing one, or one the run fills with its dataset's corpus
-(one chunk per document, as BEIR evaluations do), in committed batches that a resumed run skips."""
+(one chunk per document, as BEIR evaluations do), in committed batches that a resumed run skips.
+The documents count in the tenant's quotas like uploaded ones: a batch that would pass a quota
+fails the run with the reason (and the batches before it stay)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from sqlalchemy import select
 
 from core.database import session_scope
 from core.models import Collection, Document, EvalRun
+from core.quotas import check_quota, lock_usage
 from evals.datasets import DatasetError, doc_text
-from retrieval.corpus import CorpusDoc, add_documents, create_collection
+from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
 from retrieval.embedding import get_embedder
 
 BATCH = 256
@@ -42,7 +45,8 @@ def ensure_collection(
             run.collection_id = collection.id
             if not run.config.get("collection_name"):
                 run.config = {**run.config, "throwaway_collection": str(collection.id)}
-        collection_id = run.collection_id
+        collection_id, index_dim = run.collection_id, session.get(Collection, run.collection_id).index_dim
+    build_prefix_index(ctx.sessions.kw["bind"], collection_id, index_dim)  # a resumed run finds it built
     _ingest(ctx, collection_id, corpus, beat)
     with session_scope(ctx.sessions) as session:
         beat(session, progress={"stage": "ingested", "ingested": True})
@@ -56,12 +60,17 @@ def _ingest(ctx, collection_id: uuid.UUID, corpus: Sequence[CorpusDoc], beat: Ca
             session.scalars(select(Document.source_id).where(Document.collection_id == collection_id))
         )
         embedder = get_embedder(collection.embedding_model)
-    todo = [d for d in corpus if d.source_id not in present]
+        tenant = collection.tenant_id
+        todo = [d for d in corpus if d.source_id not in present]
+        # Before any embedding: a corpus that cannot fit fails at once (each batch is checked again).
+        check_quota(session, tenant, ctx.settings.limits, ctx.settings.data_dir, add_documents=len(todo))
     done = len(corpus) - len(todo)
     for lo in range(0, len(todo), BATCH):
         batch = todo[lo : lo + BATCH]
         vectors = embedder.encode([doc_text(d) for d in batch])
         done += len(batch)
         with session_scope(ctx.sessions) as session:
+            lock_usage(session, tenant)
             add_documents(session, session.get(Collection, collection_id), batch, vectors)
+            check_quota(session, tenant, ctx.settings.limits, ctx.settings.data_dir)
             beat(session, progress={"stage": "ingesting", "done": done, "total": len(corpus)})

@@ -112,6 +112,7 @@ def run_eval(ctx: RunContext, run_id: uuid.UUID) -> str:
     except Exception as exc:
         log.exception("eval run %s failed", run_id)
         reason = f"{type(exc).__name__}: {exc}"[:2000] if not isinstance(exc, ds.DatasetError) else str(exc)
+        reason = ds.public_reason(reason, ctx.settings.data_dir)
         with session_scope(ctx.sessions) as session:
             session.execute(
                 update(EvalRun)
@@ -128,7 +129,8 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
     with session_scope(ctx.sessions) as session:
         run = session.get(EvalRun, run_id)
         kind, dataset, config = run.kind, dict(run.dataset), dict(run.config)
-    path = ds.resolve_path(ctx.settings.data_dir, dataset["path"])
+        tenant_id = run.tenant_id
+    path = ds.resolve_path(ctx.settings.data_dir, dataset["path"], tenant_id)
     split = dataset.get("split", "test")
     if kind == "retrieval":
         data = ds.load_retrieval(path, split)
@@ -163,7 +165,6 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
         done = set(
             session.execute(select(EvalItem.variant, EvalItem.item_key).where(EvalItem.run_id == run_id))
         )
-        tenant_id = session.get(EvalRun, run_id).tenant_id
     for variant in variants:
         collection = None
         if collection_id is not None:

@@ -84,14 +84,16 @@ def create_run(
     if body.kind == "agent" and (collection or body.collection_name or body.retrieval or body.sweep):
         raise EvalInputError("an agent run uses each case's own functions: no collection, retrieval or sweep")
     try:
-        path = ds.resolve_path(settings.data_dir, body.dataset.path)
+        path = ds.resolve_path(settings.data_dir, body.dataset.path, tenant)
         if body.kind == "agent":
             ds.load_agent(path, body.dataset.split)  # a missing category is a 4xx now, not a failed run
         variants = expand_grid(body.retrieval, body.sweep)
         for variant in variants:
             resolve_config(settings.retrieval, variant["overrides"])
+    except ds.DatasetNotFound:
+        raise
     except ValueError as exc:
-        raise EvalInputError(str(exc)) from None
+        raise EvalInputError(ds.public_reason(str(exc), settings.data_dir)) from None
     if body.collection_name and collection is not None:
         raise EvalInputError("give collection or collection_name, not both")
     if body.collection_name and session.scalar(
@@ -112,7 +114,7 @@ def create_run(
             "generation": body.generation.model_dump(),
             "max_items": body.max_items,
             "judge": body.judge.model_dump() if body.judge else None,
-            "estimate": estimate(settings, body),
+            "estimate": estimate(settings, tenant, body),
         },
         progress={"stage": "queued"},
         metrics={},
@@ -123,18 +125,20 @@ def create_run(
     return run
 
 
-def estimate(settings: Settings, body: EvalCreate) -> dict:
+def estimate(settings: Settings, tenant: uuid.UUID, body: EvalCreate) -> dict:
     """What a run will evaluate and, with a judge, roughly how many generator tokens judging costs
     (shown before the run starts: POST /v1/evals/estimate, and kept in the run's config)."""
     try:
         variants = len(expand_grid(body.retrieval, body.sweep))
         if body.kind != "answer":
             return {"variants": variants}
-        path = ds.resolve_path(settings.data_dir, body.dataset.path)
+        path = ds.resolve_path(settings.data_dir, body.dataset.path, tenant)
         items = len(ds.load_answers(path, body.dataset.format, body.dataset.split).items)
+    except ds.DatasetNotFound:
+        raise
     except (ValueError, KeyError, TypeError) as exc:  # a malformed sweep or dataset: the caller's to fix
         message = str(exc) if isinstance(exc, ValueError) else f"malformed dataset: {exc!r}"
-        raise EvalInputError(message) from None
+        raise EvalInputError(ds.public_reason(message, settings.data_dir)) from None
     items = min(items, body.max_items or items)
     out = {"variants": variants, "items": items * variants}
     if body.judge is not None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import Engine, bindparam, select, text, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from core.models import Chunk, Collection, Document
 from ingestion.chunking import ChunkingConfig
+from retrieval.corpus import build_prefix_index, drop_prefix_index  # noqa: F401 - the API's, from here
 from retrieval.corpus import create_collection as insert_collection
-from retrieval.embedding import get_embedder, matryoshka_prefix, prefix_index_ddl, prefix_index_name
+from retrieval.embedding import get_embedder, matryoshka_prefix
 
 REINDEX_BATCH = 2000
 
@@ -50,7 +51,6 @@ def create_collection(
         index_dim=resolve_index_dim(index_dim, embedding_dim),
         chunking=chunking.model_dump(),
         description=description,
-        create_index=False,
     )
 
 
@@ -88,27 +88,6 @@ def change_index_dim(session: Session, collection: Collection, index_dim: int) -
         last_id = rows[-1].id
     collection.index_dim = index_dim
     return updated
-
-
-# NOTE: index DDL on the shared `chunks` table runs CONCURRENTLY, outside any transaction, on the
-# owner's connection: a plain CREATE/DROP INDEX takes a lock that stalls every tenant's writes (and
-# DROP every tenant's searches) for its duration. Only this collection's searches run exact meanwhile.
-
-
-def build_prefix_index(engine: Engine, collection_id: uuid.UUID, index_dim: int) -> None:
-    """CREATE INDEX CONCURRENTLY outside any transaction; a failed build leaves no invalid index."""
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        try:
-            conn.execute(text(prefix_index_ddl(collection_id, index_dim, concurrently=True)))
-        except Exception:
-            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {prefix_index_name(collection_id)}"))
-            raise
-
-
-def drop_prefix_index(engine: Engine, collection_id: uuid.UUID) -> None:
-    """DROP INDEX CONCURRENTLY outside any transaction."""
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {prefix_index_name(collection_id)}"))
 
 
 def check_model_change(session: Session, collection: Collection, embedding_model: str) -> bool:

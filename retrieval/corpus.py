@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import insert, text
+from sqlalchemy import Engine, insert, text
 from sqlalchemy.orm import Session
 
 from core.models import Chunk, Collection, Document, DocumentStatus
-from retrieval.embedding import matryoshka_prefix, prefix_index_ddl
+from retrieval.embedding import matryoshka_prefix, prefix_index_ddl, prefix_index_name
 
 
 @dataclass
@@ -35,10 +35,9 @@ def create_collection(
     retrieval: dict | None = None,
     chunking: dict | None = None,
     description: str = "",
-    create_index: bool = True,
 ) -> Collection:
-    """A collection with its partial HNSW prefix index (committed by the caller). Without
-    `create_index`, the caller builds the index after the commit (ingestion.collections)."""
+    """A collection, inserted in the caller's transaction; after the commit, the caller builds its
+    partial HNSW prefix index with `build_prefix_index` (searches run exact until then)."""
     collection = Collection(
         tenant_id=tenant_id,
         name=name,
@@ -51,9 +50,28 @@ def create_collection(
     )
     session.add(collection)
     session.flush()
-    if create_index:
-        session.execute(text(prefix_index_ddl(collection.id, index_dim)))
     return collection
+
+
+# NOTE: index DDL on the shared `chunks` table runs CONCURRENTLY, outside any transaction, on the
+# owner's connection: a plain CREATE/DROP INDEX takes a lock that stalls every tenant's writes (and
+# DROP every tenant's searches) for its duration. Only this collection's searches run exact meanwhile.
+
+
+def build_prefix_index(engine: Engine, collection_id: uuid.UUID, index_dim: int) -> None:
+    """CREATE INDEX CONCURRENTLY outside any transaction; a failed build leaves no invalid index."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        try:
+            conn.execute(text(prefix_index_ddl(collection_id, index_dim, concurrently=True)))
+        except Exception:
+            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {prefix_index_name(collection_id)}"))
+            raise
+
+
+def drop_prefix_index(engine: Engine, collection_id: uuid.UUID) -> None:
+    """DROP INDEX CONCURRENTLY outside any transaction."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {prefix_index_name(collection_id)}"))
 
 
 def _sha(value: str) -> str:

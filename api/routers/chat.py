@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import ServerSentEvent
 
 from api.admission import admitted, answer_slots
+from api.chat_limits import build_constraint, check_openai_parameters, precompile
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
-from api.llm import chat_backend
+from api.llm import chat_backend, local_engine
 from api.ratelimit import RateLimit, charging
 from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
@@ -33,7 +34,6 @@ from api.streaming import event_source, sse
 from api.validation import Seed
 from core.tenancy import scope_to_tenant
 from inference.client import LocalChatBackend
-from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
@@ -46,7 +46,7 @@ AGENT_PREFIX = "agent/"
 
 class ChatMessage(BaseModel):
     role: str = Field(pattern="^(system|user|assistant)$")
-    content: str
+    content: str = Field(max_length=200_000)
 
 
 class ChatBody(BaseModel):
@@ -55,7 +55,7 @@ class ChatBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool = False
     max_tokens: int | None = Field(default=None, ge=1, le=4096)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=4096)
@@ -67,10 +67,6 @@ class ChatBody(BaseModel):
     # rag/ models only (extra fields, as /v1/ask): how the answer is made and whether it is checked.
     answer_mode: Literal["quote", "generate", "auto"] | None = None
     claim_check: bool | None = None
-
-    def output_constraint(self) -> StructuredOutputSpec | None:
-        """The requested output constraint, validated (InvalidRequestError: 400)."""
-        return parse_structured_output(self.model_extra or {})
 
 
 def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
@@ -95,14 +91,18 @@ def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
 async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIterator[dict]:
     """Pipeline-shaped events (`token`..., `done`) for either kind of model."""
     max_tokens = body.max_completion_tokens or body.max_tokens
-    try:
-        constraint = body.output_constraint()
-    except InvalidRequestError as exc:
-        raise ApiError(400, "invalid_request", str(exc)) from exc
+    check_openai_parameters(body.model_extra or {})
+    constraint = await build_constraint(body.model_extra or {})
     if body.model.startswith(AGENT_PREFIX):
         if body.messages[-1].role != "user":
             raise ApiError(400, "invalid_messages", "the last message must be the user's task")
         kind, task = body.model.removeprefix(AGENT_PREFIX), body.messages[-1].content
+        try:  # the run's own bounds on its task, as a 422 here rather than inside the run
+            agents.RunBody(input=task, collections=body.collections)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = "messages[-1].content" if first["loc"][:1] == ("input",) else "collections"
+            raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
         async for event in agents.chat_events(state, tenant, kind, task, body.collections):
             yield event
         return
@@ -147,6 +147,8 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             "response_format and guided_* are enforced with the "
             "in-process engine only; call the remote server directly",
         )
+    if constraint is not None:
+        await precompile(local_engine(state), constraint)
     stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
     params = SamplingParams(
         max_tokens=max_tokens or 256,

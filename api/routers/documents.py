@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
 from api.lookups import get_collection
-from api.quotas import check_upload_quota
 from api.scoping import get_in_tenant
 from core.models import Chunk, Document, DocumentStatus, IngestionJob
+from core.quotas import check_quota, lock_usage
 from ingestion.blobs import BlobStore
 from ingestion.state import release_from_job, requeue_documents
 from ingestion.uploads import Upload, create_batch, send_job
@@ -130,7 +130,6 @@ def upload_documents(
         raise ApiError(422, "invalid_metadata", "metadata must be a JSON object")
     if any(not file.filename for file in files):
         raise ApiError(422, "missing_filename", "every uploaded file needs a file name")
-    check_upload_quota(session, tenant, settings.limits, len(files), sum(f.size or 0 for f in files))
     max_bytes = int(settings.ingestion.max_file_mb * 1e6)
     blobs = BlobStore.for_data_dir(settings.data_dir)
     # NOTE: each file goes from the request's spool file to the blob store in 1 MB pieces (at most
@@ -140,7 +139,10 @@ def upload_documents(
         for f in files
     ]
     try:
+        lock_usage(session, tenant)
         batch = create_batch(session, blobs, row, uploads, max_bytes)
+        if batch.queued:  # what the batch stores counts: rejected, unchanged and duplicate files do not
+            check_quota(session, tenant, settings.limits, settings.data_dir)
         session.commit()
     except BaseException:
         for upload in uploads:

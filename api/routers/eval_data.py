@@ -8,13 +8,15 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from fastapi import APIRouter, File, UploadFile
+from fastapi import APIRouter, File, Response, UploadFile
 from pydantic import BaseModel, Field
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep
 from api.errors import ApiError
 from api.schemas.evals import DatasetOut, FeedbackDatasetOut, FeedbackOut
 from core.models import MessageFeedback
+from core.quotas import QuotaExceeded, check_quota, lock_usage, tenant_datasets_dir
+from core.settings import Settings
 from evals.datasets import datasets_root
 from evals.feedback import feedback_dataset, find_answer_message
 
@@ -43,12 +45,34 @@ def _relative(name: str) -> str:
     return "/".join(parts)
 
 
+def _keep_within_quota(session, settings: Settings, tenant, folder) -> None:
+    """Count the written dataset in the tenant's storage quota; over it, the dataset is removed.
+
+    NOTE: checked after writing, under the tenant's quota lock: the files on disk are the usage, so
+    two concurrent uploads can at worst both be refused, never both pass."""
+    try:
+        lock_usage(session, tenant)
+        check_quota(session, tenant, settings.limits, settings.data_dir)
+    except QuotaExceeded:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        session.commit()  # ends the transaction, releasing the lock
+
+
 @router.post("/evals/datasets", status_code=201, response_model=DatasetOut)
-def upload_dataset(settings: SettingsDep, tenant: CurrentTenant, files: list[UploadFile] = File(...)):
-    """Store dataset files (names may hold folders: 'qrels/test.tsv'); returns the path to evaluate."""
-    relative = f"uploads/{tenant}/{uuid.uuid4().hex}"
+def upload_dataset(
+    session: SessionDep, settings: SettingsDep, tenant: CurrentTenant, files: list[UploadFile] = File(...)
+):
+    """Store dataset files (names may hold folders: 'qrels/test.tsv'); returns the path to evaluate.
+    Their bytes count in the tenant's storage quota until DELETE /v1/evals/datasets/{id}."""
+    dataset_id = uuid.uuid4().hex
+    relative = f"uploads/{tenant}/{dataset_id}"
     folder = datasets_root(settings.data_dir) / relative
     names = [_relative(f.filename or "") for f in files]
+    check_quota(
+        session, tenant, settings.limits, settings.data_dir, add_bytes=sum(f.size or 0 for f in files)
+    )
     total = 0
     try:
         for upload, name in zip(files, names, strict=True):
@@ -62,10 +86,11 @@ def upload_dataset(settings: SettingsDep, tenant: CurrentTenant, files: list[Upl
                             413, "dataset_too_large", f"datasets are limited to {MAX_DATASET_BYTES} bytes"
                         )
                     out.write(chunk)
-    except ApiError:
+    except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return {"path": relative, "files": names, "bytes": total}
+    _keep_within_quota(session, settings, tenant, folder)
+    return {"id": dataset_id, "path": relative, "files": names, "bytes": total}
 
 
 @router.post("/evals/datasets/from-feedback", status_code=201, response_model=FeedbackDatasetOut)
@@ -73,11 +98,22 @@ def dataset_from_feedback(
     body: FromFeedback, session: SessionDep, settings: SettingsDep, tenant: CurrentTenant
 ):
     """An answer-eval dataset (items.jsonl) from the tenant's feedback, negative by default."""
-    relative = f"uploads/{tenant}/feedback-{uuid.uuid4().hex[:12]}"
-    counts = feedback_dataset(
-        session, tenant, datasets_root(settings.data_dir) / relative, body.rating, body.since
-    )
-    return {"path": relative, "format": "jsonl", **counts}
+    dataset_id = f"feedback-{uuid.uuid4().hex[:12]}"
+    relative = f"uploads/{tenant}/{dataset_id}"
+    folder = datasets_root(settings.data_dir) / relative
+    counts = feedback_dataset(session, tenant, folder, body.rating, body.since)
+    _keep_within_quota(session, settings, tenant, folder)
+    return {"id": dataset_id, "path": relative, "format": "jsonl", **counts}
+
+
+@router.delete("/evals/datasets/{dataset_id}", status_code=204, response_class=Response)
+def delete_dataset(dataset_id: str, settings: SettingsDep, tenant: CurrentTenant):
+    """Delete an uploaded dataset (its id, or the last part of its path); runs made from it stay."""
+    folder = tenant_datasets_dir(settings.data_dir, tenant) / dataset_id
+    if not _SAFE_PART.match(dataset_id) or dataset_id in (".", "..") or not folder.is_dir():
+        raise ApiError(404, "dataset_not_found", f"no uploaded dataset {dataset_id!r}")
+    shutil.rmtree(folder)
+    return Response(status_code=204)
 
 
 @router.post("/messages/{message_id}/feedback", status_code=201, response_model=FeedbackOut)

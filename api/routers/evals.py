@@ -16,7 +16,7 @@ from api.errors import ApiError
 from api.lookups import get_collection
 from api.schemas.evals import ApplyOut, CompareOut, EstimateOut, EvalItemOut, SweepOut
 from core.models import EvalItem, EvalRun, JobStatus
-from evals import service
+from evals import datasets, service
 from evals.sweep import plot
 from evals.tasks import send_run
 
@@ -73,6 +73,8 @@ def create_eval(
     collection = get_collection(session, tenant, body.collection) if body.collection else None
     try:
         run = service.create_run(session, settings, tenant, body, collection)
+    except datasets.DatasetNotFound as exc:
+        raise ApiError(404, "dataset_not_found", str(exc)) from None
     except service.EvalInputError as exc:
         raise ApiError(422, "invalid_eval", str(exc)) from None
     session.commit()
@@ -85,7 +87,9 @@ def estimate_eval(body: service.EvalCreate, settings: SettingsDep, tenant: Curre
     """What a run with this body would evaluate and, with a judge, its estimated judging tokens;
     creates nothing."""
     try:
-        return service.estimate(settings, body)
+        return service.estimate(settings, tenant, body)
+    except datasets.DatasetNotFound as exc:
+        raise ApiError(404, "dataset_not_found", str(exc)) from None
     except service.EvalInputError as exc:
         raise ApiError(422, "invalid_eval", str(exc)) from None
 

@@ -68,12 +68,14 @@ class ApplyOut(BaseModel):
 
 
 class DatasetOut(BaseModel):
+    id: str = Field(description="The dataset's id: DELETE /v1/evals/datasets/{id} removes it.")
     path: str = Field(description="Where the dataset is, relative to <data_dir>/evals/: give it to a run.")
     files: list[str]
     bytes: int
 
 
 class FeedbackDatasetOut(BaseModel):
+    id: str
     path: str
     format: str
     items: int

@@ -23,6 +23,11 @@ class LimitSettings(BaseModel):
     tokens_per_minute_per_tenant: int = Field(
         default=400_000, ge=1, description="Prompt + completion tokens per minute of one tenant."
     )
+    max_json_body_mb: float = Field(
+        default=4.0,
+        gt=0,
+        description="Largest request body the API reads, except multipart uploads (bounded by ingestion).",
+    )
     max_documents_per_tenant: int = Field(
         default=1_000_000, ge=0, description="Documents one tenant may store, over all its collections."
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonschema
 
+from inference.grammar.bounds import check_schema_bounds
 from inference.protocol import InvalidRequestError
 
 # Where JSON Schema nests subschemas (other keys hold data or annotations).
@@ -34,6 +35,7 @@ def check_json_schema(schema: Any, what: str) -> None:
     """Validate `schema` against its meta-schema (draft 2020-12 unless it declares `$schema`)."""
     if not isinstance(schema, dict | bool):
         raise InvalidRequestError(f"{what} must be a JSON object, got {type(schema).__name__}")
+    check_schema_bounds(schema, what)
     validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         validator.check_schema(schema)

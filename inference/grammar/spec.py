@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import xgrammar as xgr
 
+from inference.grammar.bounds import check_choices, check_pattern
 from inference.grammar.build import build_grammar
 from inference.grammar.schemas import check_json_schema, unenforceable_constraints
 from inference.grammar.tools import ToolChoice, normalize_tool_choice, normalize_tools
@@ -140,9 +141,11 @@ def _vllm_spec(source: str, value: Any) -> StructuredOutputSpec | None:
     if key == "choice":
         if not isinstance(value, list) or not value or not all(isinstance(c, str) and c for c in value):
             raise InvalidRequestError(f"{source} must be a non-empty list of non-empty strings")
+        check_choices(value, source)
         return StructuredOutputSpec("choice", choices=tuple(value))
     if not isinstance(value, str) or not value:
         raise InvalidRequestError(f"{source} must be a non-empty string")
+    check_pattern(value, source)
     return (
         StructuredOutputSpec("regex", regex=value)
         if key == "regex"

@@ -52,4 +52,4 @@ def test_eval_commands(client, celery_worker, tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["eval", "show", sweep_id, "--items", "2"])
     assert result.exit_code == 0 and "succeeded" in result.output, result.output
     result = CliRunner().invoke(app, ["eval", "run", "--server-path", "../nope"])
-    assert result.exit_code == 2 and "outside" in result.output
+    assert result.exit_code == 2 and "no dataset" in result.output

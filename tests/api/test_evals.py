@@ -137,7 +137,7 @@ def test_refusals_are_clear(client):
     agent = client.post("/v1/evals", json={"kind": "agent", "dataset": {"path": path}})
     assert agent.status_code == 422 and "bfcl" in agent.json()["error"]["message"]
     outside = client.post("/v1/evals", json={"kind": "retrieval", "dataset": {"path": "../../etc"}})
-    assert outside.status_code == 422 and "outside" in outside.json()["error"]["message"]
+    assert outside.status_code == 404 and "no dataset" in outside.json()["error"]["message"]
     wrong = client.post("/v1/evals", json={"kind": "answer", "dataset": {"path": path, "format": "beir"}})
     assert wrong.status_code == 422
     bad_name = client.post("/v1/evals/datasets", files=[("files", ("../x.jsonl", b"{}"))])

