@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
-from api.routers.collections import get_collection
+from api.lookups import get_collection
 from core.connector_models import Connector, ConnectorSync, SyncStatus
 from core.models import Collection
 from core.settings import Settings
