@@ -18,7 +18,7 @@ from api.admission import admitted, answer_slots
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
-from api.metrics import record_ask
+from api.metrics import observed_route, record_ask
 from api.ratelimit import RateLimit, charging
 from api.routers.collections import get_collection
 from api.state import AppState
@@ -153,6 +153,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
     session = state.sessions()
     scope_to_tenant(session, tenant)
     events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), meter)
+    events = observed_route(events, state, "ask", tenant)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:

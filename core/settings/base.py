@@ -20,6 +20,7 @@ from pydantic_settings import (
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
 from core.settings.limits import LimitSettings
+from core.settings.observability import SloSettings, TracingSettings
 from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
 
@@ -81,6 +82,8 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     qa: QASettings = Field(default_factory=QASettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    slo: SloSettings = Field(default_factory=SloSettings)
 
     @classmethod
     def settings_customise_sources(
