@@ -38,7 +38,7 @@ browser() {
 }
 
 # The alerting tests (tests/ops) run Debian's Prometheus; as root, install it when it is missing.
-prometheus() {
+alerting() {
   if ! command -v prometheus >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     echo "installing prometheus for the alerting tests (apt-get)..." >&2
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; } >/dev/null 2>&1 \
@@ -56,7 +56,7 @@ case $cmd in
   test)
     install
     browser
-    prometheus
+    alerting
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   install)
