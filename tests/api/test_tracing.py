@@ -12,6 +12,7 @@ from opentelemetry.trace import SpanKind
 from api.main import create_app
 from core.settings.observability import TracingSettings
 from core.tracing import configure_tracing, disable_tracing
+from ingestion.uploads import INGEST_TASK
 from tests.api.qa_corpus import DOCS, QUESTION
 from tests.ingestion.helpers import create_collection, wait_job
 from tests.support.otlp import otlp_receiver
@@ -155,9 +156,10 @@ def test_upload_trace_continues_in_the_worker(broker_settings, database_url, tmp
                 assert wait_job(api, resp.json()["job_id"])["documents_done"] == 1
             trace_id = resp.headers["x-trace-id"]
             stages = {"ingest.parse", "ingest.chunk", "ingest.embed", "ingest.store"}
+            task_name = f"task {INGEST_TASK}"
 
             def exported() -> bool:
-                return stages <= {s.name for s in received.snapshot() if s.trace_id == trace_id}
+                return {task_name, *stages} <= {s.name for s in received.snapshot() if s.trace_id == trace_id}
 
             wait_until(exported, timeout=30, message=f"worker spans; log:\n{worker.log_tail()}")
         finally:
@@ -166,7 +168,7 @@ def test_upload_trace_continues_in_the_worker(broker_settings, database_url, tmp
         "POST /v1/collections/{collection}/documents"
     )
     worker_spans = {s.span_id: s for s in received.snapshot() if s.trace_id == trace_id}
-    [task] = [s for s in worker_spans.values() if s.name == "task groundwork.ingest_documents"]
+    [task] = [s for s in worker_spans.values() if s.name == task_name]
     assert (
         task.parent_id == format(upload_span.context.span_id, "016x") and task.service == "groundwork-worker"
     )
