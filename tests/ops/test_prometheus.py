@@ -70,7 +70,7 @@ def prometheus(platform, tmp_path):
             rule["for"] = "1s"
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
     config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(tmp_path / "rules.yml")],
         "scrape_configs": [{"job_name": "groundwork", "static_configs": [{"targets": [platform[7:]]}]}],
     }
@@ -110,6 +110,17 @@ def _alerts(url: str) -> dict[str, str]:
     return {a["labels"]["alertname"]: a["state"] for a in alerts}
 
 
+def _diagnosis(url: str) -> str:
+    targets = httpx.get(f"{url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+    series = {
+        q: httpx.get(f"{url}/api/v1/query", params={"query": f"max_over_time({q}[5m])"}, timeout=5).json()[
+            "data"
+        ]
+        for q in ("groundwork:num_requests_waiting", "groundwork:max_num_seqs", "groundwork:goodput")
+    }
+    return f"targets: {[(t['health'], t['lastError']) for t in targets]}; series: {series}"
+
+
 def _chat(url: str, model: str) -> int:
     body = {
         "model": model,
@@ -131,7 +142,10 @@ def test_queue_and_goodput_alerts_fire_under_overload_then_resolve(platform, pro
             firing.update({k: v for k, v in _alerts(prometheus).items() if v == "firing"})
             return set(firing) >= TESTED
 
-        wait_until(fired, timeout=90, interval=0.5, message=f"{TESTED} firing (seen: {firing})")
+        try:
+            wait_until(fired, timeout=90, interval=0.5, message=f"{TESTED} firing (seen: {firing})")
+        except TimeoutError as exc:
+            raise AssertionError(_diagnosis(prometheus)) from exc
         assert all(s == 200 for s in statuses)
     wait_until(
         lambda: not TESTED & set(_alerts(prometheus)), timeout=60, interval=0.5, message="the alerts resolved"
