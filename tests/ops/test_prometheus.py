@@ -1,5 +1,5 @@
 """The alert rules in a real Prometheus (Debian's `prometheus` package) scraping a running platform on
-loopback: `promtool check rules` passes, and an overload of the engine (a batch of one, a dozen
+loopback: `promtool check rules` passes, and an overload of the engine (a batch of one, ten
 chat requests) makes the queue-depth and goodput alerts fire, then resolve once it drains."""
 
 from __future__ import annotations
@@ -42,11 +42,15 @@ def test_promtool_accepts_the_rules_and_the_example_config():
 
 @pytest.fixture(scope="module")
 def platform(broker_settings):
-    """The API with a one-sequence engine batch and a chat TTFT SLO that queued requests miss."""
+    """The API with a one-sequence engine batch, no admission control (so requests queue in the
+    engine instead of being refused) and a chat TTFT SLO that queued requests miss."""
     settings = broker_settings.model_copy(
         update={
             "engine": broker_settings.engine.model_copy(update={"max_num_seqs": 1}),
-            "slo": SloSettings(window_s=4, routes={"chat": RouteSlo(ttft_s=0.75, tpot_s=5, e2e_s=120)}),
+            "qa": broker_settings.qa.model_copy(
+                update={"answer_latency_target": None, "max_concurrent_answers": None}
+            ),
+            "slo": SloSettings(window_s=10, routes={"chat": RouteSlo(ttft_s=0.75, tpot_s=5, e2e_s=120)}),
         }
     )
     app = create_app(settings)
@@ -70,7 +74,8 @@ def prometheus(platform, tmp_path):
             rule["for"] = "1s"
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
     config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        # NOTE: 2 s, not 1: on a busy 2-core box a scrape can take over a second (then it fails).
+        "global": {"scrape_interval": "2s", "scrape_timeout": "2s", "evaluation_interval": "1s"},
         "rule_files": [str(tmp_path / "rules.yml")],
         "scrape_configs": [{"job_name": "groundwork", "static_configs": [{"targets": [platform[7:]]}]}],
     }
@@ -118,41 +123,43 @@ def _diagnosis(url: str) -> str:
         ]
         for q in ("groundwork:num_requests_waiting", "groundwork:max_num_seqs", "groundwork:goodput")
     }
-    return f"targets: {[(t['health'], t['lastError']) for t in targets]}; series: {series}"
+    groups = httpx.get(f"{url}/api/v1/rules", timeout=5).json()["data"]["groups"]
+    rules = {r["name"]: (r["health"], r.get("lastError"), r["state"]) for g in groups for r in g["rules"]}
+    return f"targets: {[(t['health'], t['lastError']) for t in targets]}; series: {series}; rules: {rules}"
 
 
-def _chat(url: str, model: str) -> int:
+def _chat(url: str, model: str, max_tokens: int = 16) -> int:
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": "Count from one to twenty, in words."}],
-        "max_tokens": 24,
+        "messages": [{"role": "user", "content": "Count to twenty."}],
+        "max_tokens": max_tokens,
         "temperature": 0,
     }
-    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=300).status_code
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=600).status_code
 
 
 @needs_prometheus
 def test_queue_and_goodput_alerts_fire_under_overload_then_resolve(platform, prometheus, broker_settings):
-    assert _chat(platform, broker_settings.llm_model) == 200  # loads the engine before the overload
+    assert _chat(platform, broker_settings.llm_model, 2) == 200  # loads the engine before the overload
     firing: dict[str, str] = {}
-    with ThreadPoolExecutor(12) as pool:
-        statuses = pool.map(lambda _: _chat(platform, broker_settings.llm_model), range(12))
+    with ThreadPoolExecutor(10) as pool:
+        statuses = pool.map(lambda _: _chat(platform, broker_settings.llm_model), range(10))
 
         def fired() -> bool:
             firing.update({k: v for k, v in _alerts(prometheus).items() if v == "firing"})
             return set(firing) >= TESTED
 
         try:
-            wait_until(fired, timeout=90, interval=0.5, message=f"{TESTED} firing (seen: {firing})")
+            wait_until(fired, timeout=120, interval=0.5, message=f"{TESTED} firing (seen: {firing})")
         except TimeoutError as exc:
             raise AssertionError(_diagnosis(prometheus)) from exc
         assert all(s == 200 for s in statuses)
     wait_until(
-        lambda: not TESTED & set(_alerts(prometheus)), timeout=60, interval=0.5, message="the alerts resolved"
+        lambda: not TESTED & set(_alerts(prometheus)), timeout=90, interval=0.5, message="the alerts resolved"
     )
     scraped = httpx.get(f"{platform}/metrics").text
     families = {f.name for f in text_string_to_metric_families(scraped)}
-    referenced = set(re.findall(r"groundwork[:_][a-z_:]+", RULES.read_text() + DASHBOARD.read_text()))
+    referenced = set(re.findall(r"groundwork[:_][a-z0-9_:]+", RULES.read_text() + DASHBOARD.read_text()))
     missing = {
         name
         for name in referenced
