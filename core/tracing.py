@@ -77,14 +77,16 @@ def tracing_on() -> bool:
     return _switch["on"]
 
 
-@contextlib.contextmanager
-def span(name: str, attributes: Attributes | None = None, kind: trace.SpanKind = trace.SpanKind.INTERNAL):
-    """A child of the current span for the block; a no-op while tracing is off."""
+_OFF = contextlib.nullcontext()  # reusable: what span() returns while tracing is off
+
+
+def span(
+    name: str, attributes: Attributes | None = None, kind: trace.SpanKind = trace.SpanKind.INTERNAL
+) -> contextlib.AbstractContextManager:
+    """A child of the current span for the block (entered as the span; None while tracing is off)."""
     if not _switch["on"]:
-        yield None
-        return
-    with _tracer.start_as_current_span(name, kind=kind, attributes=_clean(attributes)) as current:
-        yield current
+        return _OFF
+    return _tracer.start_as_current_span(name, kind=kind, attributes=_clean(attributes))
 
 
 def traced(name: str, attributes: Attributes | None = None) -> Callable[[F], F]:
@@ -95,6 +97,8 @@ def traced(name: str, attributes: Attributes | None = None) -> Callable[[F], F]:
 
             @functools.wraps(fn)
             async def run_async(*args, **kwargs):
+                if not _switch["on"]:
+                    return await fn(*args, **kwargs)
                 with span(name, attributes):
                     return await fn(*args, **kwargs)
 
@@ -102,6 +106,8 @@ def traced(name: str, attributes: Attributes | None = None) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
+            if not _switch["on"]:
+                return fn(*args, **kwargs)
             with span(name, attributes):
                 return fn(*args, **kwargs)
 
