@@ -37,6 +37,15 @@ browser() {
   fi
 }
 
+# The alerting tests (tests/ops) run Debian's Prometheus; as root, install it when it is missing.
+alerting() {
+  if ! command -v prometheus >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing prometheus for the alerting tests (apt-get)..." >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; } >/dev/null 2>&1 \
+      || echo "could not install prometheus: the alerting tests will skip" >&2
+  fi
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -47,6 +56,7 @@ case $cmd in
   test)
     install
     browser
+    alerting
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   install)

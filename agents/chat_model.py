@@ -28,6 +28,7 @@ from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend, U
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
+from inference.tracing import GenerationSpan
 
 
 @dataclass
@@ -139,11 +140,16 @@ class AgentChatModel:
         prompt = engine.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
         parts: list[str] = []
         usage, reason = Usage(), None
-        async for out in engine.generate(uuid.uuid4().hex, prompt, params):
+        request_id = uuid.uuid4().hex
+        span = GenerationSpan(self.backend.model_name, params, request_id, "groundwork")
+        async for out in engine.generate(request_id, prompt, params):
             parts.append(out.new_text)
+            if out.new_token_ids:
+                span.token()
             if out.finished:
                 usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
                 reason = out.finish_reason
+                span.finish(reason, *usage.counts(), out.scheduled_at)
         parsed = parse_tool_calls("".join(parts))
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason

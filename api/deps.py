@@ -16,6 +16,7 @@ from api.state import AppState
 from core.database import session_scope
 from core.settings import Settings
 from core.tenancy import SCOPES, authenticate, scope_to_tenant
+from core.tracing import traced
 
 DEFAULT_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
@@ -63,6 +64,7 @@ class Principal:
 _bearer = HTTPBearer(auto_error=False, description="An API key: `groundwork keys create <name>`.")
 
 
+@traced("auth")
 def get_principal(
     request: Request,
     session: SessionDep,

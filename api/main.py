@@ -15,6 +15,7 @@ from api import metrics, metrics_history
 from api.body_guard import BodyGuard
 from api.errors import classify, error_response, install_error_handlers
 from api.metrics import platform_metrics
+from api.observability import install_observability
 from api.routers import (
     agents,
     ask,
@@ -39,6 +40,7 @@ from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings
 from core.telemetry import request_id_var
 from core.tenancy import install_tenant_scoping
+from core.tracing import configure_tracing
 from ingestion.celery_app import create_celery
 
 log = logging.getLogger("groundwork.api")
@@ -69,6 +71,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         nonlocal state
         state = state or build_state(settings)
         app.state.groundwork = state
+        configure_tracing(settings.tracing, "groundwork-api")
         state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         try:
@@ -111,6 +114,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         )
         return response
 
+    install_observability(app)  # outermost: its span covers the request's log line
     for router in (
         health.router,
         metrics.router,

@@ -1,9 +1,13 @@
-"""Platform metrics on /metrics: question answering latency and the prefix-cache hit rate of its prompts."""
+"""Platform metrics on /metrics: question answering latency and the prefix-cache hit rate of its prompts,
+responses by route and status, goodput (api/slo.py), the in-process engine's load and ingestion's backlog
+(api/metrics_collectors.py)."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections import deque
+from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
@@ -17,14 +21,16 @@ from prometheus_client import (
 )
 
 from api.deps import SessionDep, SettingsDep, get_admin, get_principal
+from api.metrics_collectors import EngineLoad, IngestionBacklog
 from api.routers.tenants import get_operator
+from api.slo import SloTracker, observed
 from api.state import AppState
 
 router = APIRouter(tags=["metrics"])
 
 
 class PlatformMetrics:
-    def __init__(self) -> None:
+    def __init__(self, state: AppState) -> None:
         self.prompt_total = 0
         self.cached_total = 0
         self.requests_total = 0  # HTTP requests served, for the UI's request-rate plot
@@ -52,13 +58,36 @@ class PlatformMetrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=self.registry,
         )
+        self.http_responses = Counter(
+            "groundwork:http_responses",
+            "API responses by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.tenant_tokens = Counter(
+            "groundwork:tenant_tokens",
+            "Prompt and completion tokens of answers, per tenant.",
+            ["tenant", "kind"],
+            registry=self.registry,
+        )
+        self.slo = SloTracker(state.settings.slo, self.registry)
+        self.registry.register(EngineLoad(state))
+        self.registry.register(IngestionBacklog(state))
 
 
 def platform_metrics(state: AppState) -> PlatformMetrics:
     # NOTE: not setdefault(): building a PlatformMetrics registers a fresh set of collectors.
     if "metrics" not in state.extras:
-        state.extras["metrics"] = PlatformMetrics()
+        state.extras["metrics"] = PlatformMetrics(state)
     return state.extras["metrics"]
+
+
+def observed_route(
+    events: AsyncIterator[dict], state: AppState, route: str, tenant: uuid.UUID
+) -> AsyncIterator[dict]:
+    """A route's answer events, recorded against its SLOs (goodput) and its tenant's tokens."""
+    metrics = platform_metrics(state)
+    return observed(events, metrics.slo, route, metrics.tenant_tokens, tenant)
 
 
 def record_ask(state: AppState, usage: dict, timings: dict) -> None:

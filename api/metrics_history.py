@@ -44,6 +44,7 @@ class Sample(BaseModel):
     ingestion_queue: int | None
     chunks_per_s: float | None
     documents_per_s: float | None
+    goodput: float | None = None  # share of the SLO window's answers meeting every SLO (api/slo.py)
 
 
 class History(BaseModel):
@@ -123,6 +124,7 @@ class MetricsSampler:
             ingestion_queue=queued,
             chunks_per_s=rate("chunks"),
             documents_per_s=rate("documents"),
+            goodput=platform.slo.goodput(),
         )
         self._prev, self._prev_time = totals, now
         return sample

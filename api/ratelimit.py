@@ -27,6 +27,7 @@ from api.deps import CurrentPrincipal, Principal, StateDep
 from api.errors import ApiError
 from api.limit_storage import PostgresStorage
 from core.settings import Settings
+from core.tracing import traced
 
 _build_lock = threading.Lock()
 
@@ -141,6 +142,7 @@ class RateLimiter:
         return ApiError(429, "rate_limit_exceeded", message, headers=headers)
 
 
+@traced("rate_limit")
 def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep) -> Meter:
     """Admit the request under its key's and tenant's limits (ask, chat, search, agent runs)."""
     if not state.settings.limits.enabled:

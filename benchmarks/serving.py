@@ -11,7 +11,8 @@ Target (issue 12): search and ask p95 with a bulk ingest running within 1.5x of 
 Overload: capacity = asks per second completed by 8 closed-loop clients (refused ones retried after a
 pause); then asks arrive at twice that rate for `--overload-s` seconds. Target: the excess refused
 with 429/503 + Retry-After, nothing else failing, the platform alive, admitted asks' p99 within 2x
-of unloaded.
+of unloaded. Beside the admitted throughput, goodput: asks/s that met every SLO of the ask route
+(`slo.routes.ask`), read from the platform's own `groundwork:slo_*` counters over the phase.
 Writes benchmarks/results/serving.json and prints a table.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
@@ -78,6 +80,20 @@ async def _ask(client: httpx.AsyncClient, question: str) -> tuple[int, float, st
     return resp.status_code, (time.perf_counter() - start) * 1000, resp.headers.get("retry-after")
 
 
+async def slo_counts(client: httpx.AsyncClient, route: str = "ask") -> tuple[float, float]:
+    """(good, all) requests of `route` so far, from the platform's /metrics."""
+    text = (await client.get("/metrics")).text
+    values = {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.labels.get("route") == route
+    }
+    return values.get("groundwork:slo_good_requests_total", 0.0), values.get(
+        "groundwork:slo_requests_total", 0.0
+    )
+
+
 async def overload(base_url: str, seconds: float, clients: int = 8) -> dict:
     async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
         done = 0
@@ -96,11 +112,15 @@ async def overload(base_url: str, seconds: float, clients: int = 8) -> dict:
         capacity = done / (time.perf_counter() - start)
         rate = 2 * capacity
         tasks = []
+        good_before, all_before = await slo_counts(client)
         start = time.perf_counter()
         for i in range(int(seconds * rate)):
             await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
             tasks.append(asyncio.create_task(_ask(client, QUESTIONS[i % len(QUESTIONS)])))
         results = await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+        good_after, all_after = await slo_counts(client)
+    good = good_after - good_before
     admitted = [ms for status, ms, _ in results if status == 200]
     refused = [(status, retry) for status, _, retry in results if status in (429, 503)]
     return {
@@ -113,6 +133,9 @@ async def overload(base_url: str, seconds: float, clients: int = 8) -> dict:
         "refused_without_retry_after": sum(not retry for _, retry in refused),
         "other_statuses": sorted({s for s, _, _ in results} - {200, 429, 503}),
         "admitted_p99_ms": float(np.percentile(admitted, 99)) if admitted else None,
+        "throughput_asks_per_s": len(admitted) / elapsed,
+        "goodput_asks_per_s": good / elapsed,
+        "goodput_share": good / (all_after - all_before) if all_after > all_before else None,
     }
 
 

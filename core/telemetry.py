@@ -8,6 +8,8 @@ import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
+from core.tracing import current_trace_id
+
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 
 _STANDARD_ATTRS = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -23,6 +25,8 @@ class JsonFormatter(logging.Formatter):
         }
         if (rid := request_id_var.get()) is not None:
             payload["request_id"] = rid
+        if (trace_id := current_trace_id()) is not None:  # joins the log line to its trace
+            payload["trace_id"] = trace_id
         payload.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD_ATTRS})
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from inference.protocol import EngineClient, SamplingParams
+from inference.tracing import GenerationSpan
 
 if TYPE_CHECKING:
     from inference.grammar.spec import StructuredOutputSpec
@@ -23,6 +24,9 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+
+    def counts(self) -> tuple[int, int, int]:
+        return self.prompt_tokens, self.completion_tokens, self.cached_tokens
 
     def as_dict(self) -> dict:
         return {
@@ -83,11 +87,20 @@ class LocalChatBackend:
         self, messages: list[dict], params: SamplingParams, request_id: str | None = None
     ) -> AsyncIterator[ChatDelta]:
         prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
-        async for out in self.engine.generate(request_id or uuid.uuid4().hex, prompt, params):
-            usage = None
-            if out.finished:
-                usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
-            yield ChatDelta(out.new_text, out.finished, out.finish_reason, usage)
+        request_id = request_id or uuid.uuid4().hex
+        span = GenerationSpan(self.model_name, params, request_id, "groundwork")
+        try:
+            async for out in self.engine.generate(request_id, prompt, params):
+                usage = None
+                if out.new_token_ids:
+                    span.token()
+                if out.finished:
+                    usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
+                    span.finish(out.finish_reason, *usage.counts(), out.scheduled_at)
+                yield ChatDelta(out.new_text, out.finished, out.finish_reason, usage)
+        except BaseException as exc:  # the caller's cancellation included: the span says why it ended
+            span.fail(exc)
+            raise
 
 
 class RemoteChatBackend:
@@ -129,6 +142,7 @@ class RemoteChatBackend:
             extra["cache_salt"] = params.cache_salt  # vLLM and our server isolate prefix caches by it
         if params.structured_output is not None:
             extra["structured_outputs"] = structured_outputs_field(params.structured_output)
+        span = GenerationSpan(self.model_name, params, request_id or "", "openai")
         stream = await self.client.chat.completions.create(
             model=self.model_name,
             messages=messages,
@@ -149,11 +163,13 @@ class RemoteChatBackend:
                 choice = chunk.choices[0]
                 finish_reason = choice.finish_reason or finish_reason
                 if choice.delta and choice.delta.content:
+                    span.token()
                     yield ChatDelta(choice.delta.content)
             if chunk.usage is not None:
                 details = getattr(chunk.usage, "prompt_tokens_details", None)
                 cached = getattr(details, "cached_tokens", 0) or 0
                 usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached)
+                span.finish(finish_reason, *usage.counts())
                 yield ChatDelta(finished=True, finish_reason=finish_reason, usage=usage)
 
 

@@ -330,6 +330,7 @@ class LLMEngine:
             num_output_tokens=seq.num_output_tokens,
             num_cached_tokens=seq.num_cached_tokens or 0,
             logprobs=logprobs,
+            scheduled_at=seq.scheduled_at if finished else None,
         )
 
     def _forget(self, request_id: str) -> None:
@@ -357,6 +358,7 @@ class LLMEngine:
             spec_num_drafts_total=self.spec.num_drafts if self.spec else 0,
             spec_proposed_tokens_total=self.spec.num_proposed if self.spec else 0,
             spec_accepted_tokens_total=self.spec.num_accepted if self.spec else 0,
+            max_num_seqs=self.scheduler.max_num_seqs,
         )
 
     def generate(

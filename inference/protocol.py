@@ -108,6 +108,7 @@ class RequestOutput:
     num_output_tokens: int = 0
     num_cached_tokens: int = 0
     logprobs: list[TokenLogprob] | None = None
+    scheduled_at: float | None = None  # time.time() of first scheduling (on the last delta), for traces
 
 
 @dataclass
@@ -127,6 +128,7 @@ class EngineStats:
     spec_num_drafts_total: int = 0  # verification steps of sequences that had proposals
     spec_proposed_tokens_total: int = 0
     spec_accepted_tokens_total: int = 0
+    max_num_seqs: int = 0  # the batch-size ceiling (queue-depth alerts compare the waiting queue to it)
 
     @property
     def spec_acceptance_rate(self) -> float:

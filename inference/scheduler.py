@@ -12,6 +12,7 @@ queue with `num_computed_tokens = 0` (its prefix-cached blocks usually make the 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from inference.block_manager import BlockManager
@@ -112,6 +113,7 @@ class Scheduler:
                 self.prefix_cache_hits += seq.num_computed_tokens
             if seq.num_cached_tokens is None:  # first admission: what the prefix cache saved this request
                 seq.num_cached_tokens = seq.num_computed_tokens
+                seq.scheduled_at = time.time()
             seq.status = SeqStatus.RUNNING
             self.running.append(seq)
             scheduled.append((seq, n))

@@ -34,6 +34,7 @@ class Sequence:
     status: SeqStatus = SeqStatus.WAITING
     num_computed_tokens: int = 0
     num_cached_tokens: int | None = None  # prompt tokens the prefix cache served at first admission
+    scheduled_at: float | None = None  # time.time() at first admission (its queue wait ends there)
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[bytes] = field(default_factory=list)  # hashes of the full blocks, in order
     generator: torch.Generator | None = None

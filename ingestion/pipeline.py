@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.database import session_scope
 from core.models import Chunk, Document, DocumentStatus
 from core.settings import Settings
+from core.tracing import annotate, content, traced
 from ingestion import state
 from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkDraft, ChunkingConfig, chunk_document
@@ -90,6 +91,7 @@ class Heartbeat:
         self._thread.join()
 
 
+@traced("ingest.embed")
 def embed_with_reuse(
     sessions: sessionmaker[Session], collection_id: uuid.UUID, texts: list[str], embedder: Embedder
 ) -> tuple[np.ndarray, list[bool]]:
@@ -129,7 +131,9 @@ def _advance(ctx: PipelineContext, claims: list[state.Claim], status: DocumentSt
     return [c for c in claims if c.document_id in ours]
 
 
+@traced("ingest.parse")
 def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
+    annotate({"groundwork.document_id": str(claim.document_id), "groundwork.job_id": str(claim.job_id)})
     t0 = time.perf_counter()
     try:
         data = ctx.blobs.get(claim.blob_key) if claim.blob_key else None
@@ -148,9 +152,11 @@ def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
         knobs.max_parsed_chars,
         knobs.ocr_max_pages,
     )
+    annotate({"groundwork.bytes": len(data), "groundwork.parsed.text": content(parsed.text)})
     return Prepared(claim, parsed, [], {"parse": time.perf_counter() - t0})
 
 
+@traced("ingest.chunk")
 def _chunk(ctx: PipelineContext, item: Prepared) -> None:
     t0 = time.perf_counter()
     claim = item.claim
@@ -163,6 +169,7 @@ def _chunk(ctx: PipelineContext, item: Prepared) -> None:
         )
     title = item.parsed.title or claim.filename
     item.drafts = chunk_document(item.parsed, ChunkingConfig(**claim.chunking), embedder, title)
+    annotate({"groundwork.document_id": str(claim.document_id), "groundwork.chunks": len(item.drafts)})
     if not item.drafts:
         raise PermanentError("no text to index", "no_text")
     item.seconds["chunk"] = time.perf_counter() - t0
@@ -191,6 +198,7 @@ def _chunk_rows(item: Prepared, vectors: np.ndarray, index_dim: int) -> list[dic
     ]
 
 
+@traced("ingest.store")
 def _store(ctx: PipelineContext, item: Prepared, vectors: np.ndarray, embedded: int) -> None:
     t0 = time.perf_counter()
     claim = item.claim

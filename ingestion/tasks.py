@@ -12,7 +12,7 @@ from celery import current_app, shared_task
 from celery.signals import worker_ready, worker_shutdown
 
 from core.database import make_engine, make_session_factory, session_scope
-from ingestion import state
+from ingestion import state, tracing  # noqa: F401 (tracing connects the task signals)
 from ingestion.errors import INTERNAL_ERROR, is_transient
 from ingestion.pipeline import PipelineContext, process_documents
 from ingestion.recovery import Reaper

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.database import session_scope
 from core.models import Chunk, Collection, Document, DocumentStatus, IngestionJob, JobStatus
 from core.settings import Settings
+from core.tracing import inject_headers
 from ingestion.blobs import BlobStore, Staged
 from ingestion.state import IN_PROGRESS, release_from_job
 
@@ -237,6 +238,9 @@ def enqueue(
         weight += size
     for group in groups:
         celery.send_task(
-            INGEST_TASK, args=[str(job_id), [str(d) for d in group]], queue=settings.celery_queue
+            INGEST_TASK,
+            args=[str(job_id), [str(d) for d in group]],
+            queue=settings.celery_queue,
+            headers=inject_headers(),  # the worker's spans join the upload's trace
         )
     return len(groups)

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from core.settings.retrieval import BM25Config
+from core.tracing import traced
 from retrieval.filters import SearchFilters
 from retrieval.types import Hit, ranked
 
@@ -67,6 +68,7 @@ class BM25Retriever:
     def __init__(self, config: BM25Config | None = None) -> None:
         self.config = config or BM25Config()
 
+    @traced("retrieval.bm25")
     def run(
         self,
         session: Session,

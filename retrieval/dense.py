@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from core.settings.retrieval import DenseConfig
+from core.tracing import traced
 from retrieval.embedding import matryoshka_prefix, prefix_expression
 from retrieval.filters import SearchFilters
 from retrieval.types import Hit, ranked
@@ -63,6 +64,7 @@ class DenseRetriever:
     def __init__(self, config: DenseConfig | None = None) -> None:
         self.config = config or DenseConfig()
 
+    @traced("retrieval.dense")
     def run(
         self,
         session: Session,

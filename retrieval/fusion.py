@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 
 from core.settings.retrieval import FusionConfig
+from core.tracing import traced
 from retrieval.types import Hit
 
 # Lower bounds of each retriever's raw score (tm2c2): BM25 is non-negative, cosine is >= -1.
@@ -106,6 +107,7 @@ class ConvexFusion:
         return _merge(rankings, contribution, self.name)
 
 
+@traced("retrieval.fusion")
 def fuse(
     config: FusionConfig, rankings: dict[str, list[Hit]], depths: dict[str, int] | None = None
 ) -> list[Hit]:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Collection
 from core.settings.retrieval import RetrievalConfig
+from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.bm25 import BM25Retriever
 from retrieval.dense import DenseRetriever
@@ -28,6 +29,7 @@ from retrieval.types import Hit
 Encoder = Callable[[str, list[str]], np.ndarray]  # (model spec, texts) -> normalised vectors
 
 
+@traced("retrieval.embed")
 def default_encoder(model_spec: str, texts: list[str]) -> np.ndarray:
     from retrieval.embedding import get_embedder
 

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from core.registry import resolve_model
 from core.settings.retrieval import RerankConfig
+from core.tracing import traced
 from retrieval.llm import RelevanceJudge
 from retrieval.types import Hit
 
@@ -52,6 +53,7 @@ class CrossEncoderReranker:
         self.config = config
         self.model = load_cross_encoder(config.model)
 
+    @traced("retrieval.rerank", {"groundwork.reranker": "cross-encoder"})
     async def run(self, query: str, hits: list[Hit], texts: dict) -> list[Hit]:
         if not hits:
             return hits
@@ -91,6 +93,7 @@ class LLMReranker:
         yes, no = await self.judge.verdict(judge_messages(query, passage[: self.config.max_chars]))
         return yes - no
 
+    @traced("retrieval.rerank", {"groundwork.reranker": "llm"})
     async def run(self, query: str, hits: list[Hit], texts: dict) -> list[Hit]:
         scores: list[float] = []
         step = self.config.batch_size

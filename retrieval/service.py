@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Collection
 from core.settings.retrieval import RetrievalConfig, RetrievalSettings, SearchMode
+from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.config import resolve_config
 from retrieval.filters import SearchFilters
@@ -61,6 +62,7 @@ def request_config(
     return resolve_config(defaults, collection.retrieval, request.overrides())
 
 
+@traced("retrieval.search")
 async def search(
     session: Session,
     defaults: RetrievalSettings,

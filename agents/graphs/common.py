@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from agents.chat_model import AgentChatModel, ModelTurn, ToolCall
 from agents.qa.attribution import content_words
 from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
+from core.tracing import annotate, traced
 
 OBSERVATION_CHARS = 1200
 
@@ -89,10 +90,12 @@ def emit(*events: dict) -> dict:
     return {"steps": stamped}
 
 
+@traced("agent.step")
 async def llm_turn(
     deps: AgentDeps, node: str, messages: list[dict], tools: list[dict], choice: str = "required"
 ) -> tuple[ModelTurn, dict]:
     """One model call and the state update recording it (trace step and usage)."""
+    annotate({"groundwork.agent.node": node})
     turn = await deps.model.call(messages, tools, choice)
     update = emit(
         {
@@ -165,7 +168,11 @@ async def run_calls(state: RunState, deps: AgentDeps, calls: list[ToolCall]) -> 
     return [observations[c.id] for c in calls], update
 
 
+@traced("execute_tool", {"gen_ai.operation.name": "execute_tool"})
 async def _run_builtin(deps: AgentDeps, call: ToolCall) -> tuple[str, object]:
+    annotate(
+        {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id}, name=f"execute_tool {call.name}"
+    )
     if call.error:
         return f"Error: {call.error}", None
     if call.name not in deps.tools:

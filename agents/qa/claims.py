@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from agents.qa.sentences import content_words, sentence_spans
 from agents.qa.sources import Source
+from core.tracing import traced
 
 # Evidence text and claim -> True (supported), False, or None (cannot tell).
 Verifier = Callable[[str, str], Awaitable[bool | None]]
@@ -117,6 +118,7 @@ def split_markers(sentence: str) -> tuple[str, list[int]]:
     return _MARKER.sub("", sentence).strip(), cited
 
 
+@traced("qa.claim_check")
 async def check_claims(
     answer: str,
     citations: list[dict],

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from agents.qa.sources import Source
 from core.models import Chunk
+from core.tracing import traced
 
 
 def _merge(rows: list) -> tuple[str, int, int]:
@@ -25,6 +26,7 @@ def _merge(rows: list) -> tuple[str, int, int]:
     return text, rows[0].char_start, end
 
 
+@traced("retrieval.neighbors")
 def expand_neighbors(session: Session, sources: list[Source], radius: dict[str, int]) -> list[Source]:
     """Each source widened by `radius[chunk_id]` chunks on either side, best-ranked first.
 

@@ -44,6 +44,7 @@ from agents.qa.quote import (
 from agents.qa.sources import Source, fit_to_budget, order_for_attention
 from agents.qa.verify import engine_verifier
 from core.settings.qa import QASettings
+from core.tracing import traced
 from inference.client import ChatBackend, Usage, complete_chat
 from inference.grammar.spec import StructuredOutputSpec
 from inference.protocol import SamplingParams
@@ -106,6 +107,7 @@ class AskPipeline:
         size = getattr(self.backend, "num_parameters", None)
         return "quote" if size is not None and size <= self.settings.quote_max_params else "generate"
 
+    @traced("qa.rewrite")
     async def standalone_query(self, request: AskRequest) -> str:
         if not (request.history and self.settings.rewrite_follow_ups):
             return request.question

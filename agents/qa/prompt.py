@@ -8,6 +8,7 @@ the conversation, then the question.
 from __future__ import annotations
 
 from agents.qa.sources import Source, render_source
+from core.tracing import traced
 
 INSTRUCTIONS = (
     "You are Groundwork, an assistant that answers questions using only the numbered sources "
@@ -29,6 +30,7 @@ QUOTE_INSTRUCTIONS = (
 NO_ANSWER = "The documents in this collection do not contain an answer to this question."
 
 
+@traced("qa.prompt")
 def build_messages(
     question: str, sources: list[Source], history: list[dict] | None = None, instructions: str = INSTRUCTIONS
 ) -> list[dict]:

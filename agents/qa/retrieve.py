@@ -9,6 +9,7 @@ from agents.qa.neighbors import expand_neighbors
 from agents.qa.sources import Source
 from core.models import Collection
 from core.settings import Settings
+from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.fusion import RRFFusion
 from retrieval.pipeline import ResultChunk
@@ -41,6 +42,7 @@ def to_source(hit: ResultChunk, rank: int) -> Source:
     )
 
 
+@traced("retrieval")
 async def retrieve_sources(
     session: Session,
     settings: Settings,

@@ -28,6 +28,7 @@ from agents.runs.store import ACTIVE, FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
 from core.models import AgentRun
 from core.settings import Settings
+from core.tracing import annotate, traced
 from inference.client import ChatBackend
 
 log = logging.getLogger("groundwork.agents")
@@ -141,11 +142,16 @@ class AgentRunner:
             model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
         )
 
+    @traced("invoke_agent", {"gen_ai.operation.name": "invoke_agent"})
     async def _drive(self, run_id: uuid.UUID, resume: Any, fresh: bool) -> None:
         with self.sessions() as session:
             run = session.get(AgentRun, run_id)
             if run is None or run.status in FINISHED:
                 return
+            annotate(
+                {"gen_ai.agent.name": run.agent, "groundwork.run_id": str(run.id)},
+                f"invoke_agent {run.agent}",
+            )
             graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
             config = {
                 "configurable": {"thread_id": str(run.id), "deps": self._deps(run)},

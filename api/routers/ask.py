@@ -19,7 +19,7 @@ from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.lookups import get_collection
-from api.metrics import record_ask
+from api.metrics import observed_route, record_ask
 from api.ratelimit import RateLimit, charging
 from api.schemas.ask import AskOut
 from api.schemas.common import event_stream
@@ -162,6 +162,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
     session = state.sessions()
     scope_to_tenant(session, tenant)
     events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), meter)
+    events = observed_route(events, state, "ask", tenant)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:

@@ -24,6 +24,7 @@ from api.chat_limits import build_constraint, check_openai_parameters, precompil
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend, local_engine
+from api.metrics import observed_route
 from api.ratelimit import RateLimit, charging
 from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
@@ -194,6 +195,7 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     events = charging(admitted(_events(state, tenant, body), answer_slots(state)), meter)
+    events = observed_route(events, state, "chat", tenant)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 

@@ -21,6 +21,7 @@ from core.settings.connectors import ConnectorSettings
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
 from core.settings.limits import LimitSettings
+from core.settings.observability import SloSettings, TracingSettings
 from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
 
@@ -83,6 +84,8 @@ class Settings(BaseSettings):
     qa: QASettings = Field(default_factory=QASettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     connectors: ConnectorSettings = Field(default_factory=ConnectorSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    slo: SloSettings = Field(default_factory=SloSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -79,6 +79,20 @@ def test_metrics_page_plots_sampled_history(page, ui_url):
     shot(page, "metrics")
 
 
+def test_metrics_page_shows_goodput(page, ui_url, corpus):
+    body = {"collection": "web-qa", "question": "What is the best recipe for chocolate cake?"}
+    answer = httpx.post(f"{ui_url}/v1/ask", json=body, timeout=300)
+    assert answer.status_code == 200 and answer.json()["grounded"] is False  # no generation needed
+    page.goto(f"{ui_url}/ui/#/metrics")
+    chart = page.locator("#chart-goodput")
+    expect(chart.locator("canvas")).to_have_count(1)
+    expect(chart).not_to_have_attribute("data-points", "0", timeout=20_000)
+    samples = httpx.get(f"{ui_url}/v1/metrics/history").json()["samples"]
+    share = next(s["goodput"] for s in reversed(samples) if s["goodput"] is not None)
+    expect(chart.locator(".now")).to_contain_text(f"meeting every SLO: {round(share * 100, 2):g} %")
+    shot(page, "metrics-goodput")
+
+
 def test_jobs_list_links_to_live_job(page, ui_url, corpus):
     page.goto(f"{ui_url}/ui/#/jobs")
     rows = page.locator("#jobs-table tbody tr")

@@ -11,6 +11,7 @@ const CHARTS = [
   { id: "requests", title: "Requests", unit: "req/s", series: [["requests_per_s", "requests/s"]] },
   { id: "ttft", title: "Time to first token", unit: "ms", series: [["ttft_p50_ms", "p50"], ["ttft_p99_ms", "p99"]] },
   { id: "tpot", title: "Time per output token", unit: "ms", series: [["tpot_p50_ms", "p50"], ["tpot_p99_ms", "p99"]] },
+  { id: "goodput", title: "Goodput", unit: "%", scale: 100, series: [["goodput", "meeting every SLO"]] },
   { id: "tokens", title: "Output tokens", unit: "tok/s", series: [["output_tokens_per_s", "tokens/s"]] },
   { id: "prefix", title: "Prefix-cache hit rate", unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate"]] },
   { id: "kv", title: "KV-cache usage", unit: "%", scale: 100, series: [["kv_cache_usage", "used"]] },
