@@ -6,13 +6,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 
 from fastapi import FastAPI, Request
 
 import web
 from api import metrics, metrics_history
 from api.errors import install_error_handlers
+from api.mcp import http as mcp_http
 from api.metrics import platform_metrics
 from api.routers import (
     agents,
@@ -69,7 +70,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         try:
-            yield
+            async with mcp_endpoint.running() if mcp_endpoint else nullcontext():
+                yield
         finally:
             for closer in state.extras.values():
                 if hasattr(closer, "shutdown"):
@@ -123,5 +125,6 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         metrics_history.router,
     ):
         app.include_router(router)
+    mcp_endpoint = mcp_http.mount(app) if settings.mcp.server_enabled else None
     web.mount(app)
     return app

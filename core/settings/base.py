@@ -20,6 +20,7 @@ from pydantic_settings import (
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
 from core.settings.limits import LimitSettings
+from core.settings.mcp import McpSettings
 from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
 
@@ -81,6 +82,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     qa: QASettings = Field(default_factory=QASettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     @classmethod
     def settings_customise_sources(
