@@ -26,6 +26,7 @@ from api.routers import (
     health,
     jobs,
     keys,
+    mcp,
     models,
     search,
     tenant,
@@ -122,6 +123,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         eval_data.router,
         evals.router,
         models.router,
+        mcp.router,
         metrics_history.router,
     ):
         app.include_router(router)

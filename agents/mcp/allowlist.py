@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-from core.settings.mcp import McpSettings
+from core.settings.mcp import McpServerConfig, McpSettings
+
+
+def servers_for(knobs: McpSettings, tenant_id: uuid.UUID, tenant_name: str) -> list[McpServerConfig]:
+    """The servers open to every tenant, and those that list this tenant (by id or name)."""
+    names = {str(tenant_id), tenant_name}
+    return [s for s in knobs.servers if s.tenants is None or names & set(s.tenants)]
 
 
 def allowed_servers(
@@ -12,18 +18,9 @@ def allowed_servers(
 ) -> list[str]:
     """The names, deduplicated; ValueError naming those not allowlisted for this tenant (a server
     limited to other tenants reads as unknown, so a tenant learns nothing of others' servers)."""
+    mine = [s.name for s in servers_for(knobs, tenant_id, tenant_name)]
     wanted = list(dict.fromkeys(names))
-    refused = [
-        n
-        for n in wanted
-        if (config := knobs.server(n)) is None
-        or (config.tenants is not None and not {str(tenant_id), tenant_name} & set(config.tenants))
-    ]
+    refused = [n for n in wanted if n not in mine]
     if refused:
-        mine = [
-            s.name
-            for s in knobs.servers
-            if s.tenants is None or {str(tenant_id), tenant_name} & set(s.tenants)
-        ]
         raise ValueError(f"MCP servers not allowlisted for this tenant: {refused}; allowed: {mine}")
     return wanted

@@ -54,14 +54,21 @@ class _Connection:
                 self.ready.set()
                 await self._stop.wait()
         except Exception as exc:  # the server is gone: what callers see is McpUnavailable
-            self.error = exc
-            log.warning("MCP server %s stopped: %s", self.config.name, exc)
+            self.error = _leaf(exc)
+            log.warning("MCP server %s stopped: %r", self.config.name, self.error)
         finally:
             self.client, self.closed = None, True
             self.ready.set()
 
     def close(self) -> None:
         self._stop.set()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside the SDK's task-group exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _list_tools(client: Client) -> list[types.Tool]:
@@ -134,7 +141,8 @@ class McpPool:
     def running(self) -> list[str]:
         return [n for n, c in self.connections.items() if not c.closed]
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
+        """Stop every server (the app's shutdown)."""
         for name, conn in list(self.connections.items()):
             self._drop(name, conn)
 

@@ -2,9 +2,11 @@
 through the pool, their results turned into observations marked as untrusted text.
 
 A server's `inputSchema` becomes the tool's constrained schema as it is, except that strings and
-arrays it leaves unbounded get a bound (a small model can otherwise run a string to max_tokens):
-a bound only narrows, so every call the engine emits is still valid for the server's schema.
-Calls are also checked with `jsonschema` against the server's own schema before they are sent.
+arrays it leaves unbounded get a bound (a small model can otherwise run a string to max_tokens),
+and arguments the operator pins (`arguments`, e.g. git's repo_path) are hidden and added to each
+call: SmolLM2 copied a path from the task and ran on past it to the bound. Neither change widens
+the schema, so every call sent is valid for the server's own schema; calls are also checked with
+`jsonschema` against it before they are sent.
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ class McpTool:
     tool: str
     description: str
     schema: dict  # the server's inputSchema, unchanged
+    pinned: dict = field(default_factory=dict)  # the operator's fixed arguments
 
     def openai(self) -> dict:
+        """The tool as the model sees it: the server's schema less the pinned arguments, bounded."""
+        shown = {**self.schema, "properties": dict(self.schema.get("properties", {}))}
+        for name in self.pinned:
+            shown["properties"].pop(name, None)
+        if "required" in shown:
+            shown["required"] = [r for r in shown["required"] if r not in self.pinned]
         return {
             "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": bounded(self.schema),
-            },
+            "function": {"name": self.name, "description": self.description, "parameters": bounded(shown)},
         }
 
 
@@ -59,10 +64,13 @@ class McpToolbox:
             except McpUnavailable as exc:
                 box.unavailable[server] = str(exc)
                 continue
+            fixed = pool.knobs.server(server).arguments
             for tool in listed:
                 name = f"{server}_{re.sub(r'[^A-Za-z0-9_-]', '_', tool.name)}"[:64]
                 description = " ".join((tool.description or tool.name).split())[:300]
-                box.tools[name] = McpTool(name, server, tool.name, description, dict(tool.input_schema))
+                schema = dict(tool.input_schema)
+                pinned = {k: v for k, v in fixed.items() if k in schema.get("properties", {})}
+                box.tools[name] = McpTool(name, server, tool.name, description, schema, pinned)
         return box
 
     def specs(self) -> list[dict]:
@@ -72,6 +80,7 @@ class McpToolbox:
         """The result's text and whether it is an error ("error") or a result ("ok"); a dead server
         raises McpUnavailable (the caller's observation)."""
         tool = self.tools[name]
+        arguments = {**arguments, **tool.pinned}
         try:
             jsonschema.validate(arguments, tool.schema)
         except jsonschema.ValidationError as exc:

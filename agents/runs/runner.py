@@ -131,8 +131,6 @@ class AgentRunner:
         """Process exit: stop segments without marking them, so the next process resumes them."""
         for task in list(self.tasks.values()):
             task.cancel()
-        if self.mcp is not None:
-            self.mcp.close()
 
     # --- one segment ---------------------------------------------------------------------------
 

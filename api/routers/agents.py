@@ -15,13 +15,14 @@ from sqlalchemy.orm import Session
 
 from agents.graphs import KINDS, PLAN_CHECKS
 from agents.graphs.common import Budgets
-from agents.mcp import McpPool, allowed_servers
+from agents.mcp import allowed_servers
 from agents.runs.runner import AgentRunner
 from agents.runs.store import WAITING, get_run, list_runs, run_dict
 from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
 from api.deps import CurrentTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
+from api.mcp.pool import mcp_pool
 from api.ratelimit import Meter, RateLimit
 from api.routers.collections import get_collection
 from api.state import AppState
@@ -85,7 +86,7 @@ def agent_runner(state: AppState) -> AgentRunner:
             state.settings,
             state.database.url,
             lambda: chat_backend(state),
-            McpPool(state.settings.mcp),
+            mcp_pool(state),
         )
         state.extras["agent_runner"] = runner
     return runner

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field, model_validator
 
 NAME = r"^[a-z][a-z0-9_]{0,23}$"  # short: it prefixes each tool's name (OpenAI names are <= 64 chars)
@@ -17,6 +19,11 @@ class McpServerConfig(BaseModel):
     url: str | None = Field(default=None, description="A Streamable HTTP endpoint instead of a command.")
     tools: list[str] | None = Field(
         default=None, description="Only these of its tools are offered (e.g. read-only ones); all if unset."
+    )
+    arguments: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Arguments fixed for every call of its tools that take them (git's repo_path); "
+        "hidden from the model, added to each call.",
     )
     tenants: list[str] | None = Field(
         default=None, description="Tenant ids or names that may use it; every tenant if unset."

@@ -19,6 +19,7 @@ from core.settings.mcp import McpSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 COMMIT = "Add the QX-7 humidity sensor driver"
+BUDGETS = {"max_steps": 2}  # one call and a spare: the answer follows the first observation
 CRASHY = Path(__file__).parents[1] / "support" / "crashing_mcp_server.py"
 
 
@@ -46,6 +47,7 @@ def servers(repo) -> McpSettings:
                 "command": py,
                 "args": ["-m", "mcp_server_git", "--repository", str(repo)],
                 "tools": ["git_log"],  # the operator offers a read-only tool only
+                "arguments": {"repo_path": str(repo)},  # ...of the one repository it serves
             },
             {"name": "crashy", "command": py, "args": [str(CRASHY)]},
             {"name": "missing", "command": "/nonexistent/mcp-server"},
@@ -91,7 +93,8 @@ def _results(run: dict, prefix: str) -> list[str]:
 
 def test_agent_calls_the_time_server_with_a_schema_valid_call_and_cites_it(api, servers):
     schema = _server_schemas(servers.server("time"))["get_current_time"]
-    run = _run(api, agent="react", input="What is the current time in Europe/Paris?", mcp_servers=["time"])
+    task = "What is the current time in Europe/Paris?"
+    run = _run(api, agent="react", input=task, mcp_servers=["time"], budgets=BUDGETS)
     assert run["status"] == "completed" and run["mcp_servers"] == ["time"], run
     [call, *_] = _mcp_calls(run, "time_")
     assert call["error"] is None and call["name"] == "time_get_current_time", call
@@ -106,16 +109,18 @@ def test_agent_calls_the_time_server_with_a_schema_valid_call_and_cites_it(api, 
 
 def test_agent_reads_the_git_log_of_a_local_repository(api, servers, repo):
     schema = _server_schemas(servers.server("git"))["git_log"]
-    task = f"What is the message of the latest commit in the git repository {repo}?"
-    run = _run(api, agent="react", input=task, mcp_servers=["git"])
+    task = "What is the message of the latest commit in the git repository?"
+    run = _run(api, agent="react", input=task, mcp_servers=["git"], budgets=BUDGETS)
     calls = _mcp_calls(run, "git_")
     assert calls and {c["name"] for c in calls} == {"git_git_log"}, run["trace"]  # only the allowed tool
     for call in calls:
-        assert call["error"] is None
-        jsonschema.validate(call["arguments"], schema)
+        assert call["error"] is None and "repo_path" not in call["arguments"]  # pinned, not shown
+        jsonschema.validate({**call["arguments"], "repo_path": str(repo)}, schema)
     outputs = _results(run, "git_")
     assert any(COMMIT in o for o in outputs), outputs
-    assert run["finish_reason"] == "answered" and "QX-7" in run["answer"], (run["answer"], outputs)
+    assert run["finish_reason"] == "answered", run
+    cited = [c for c in run["citations"] if c["source_id"] == "mcp://git/git_log"]
+    assert cited or "QX-7" in run["answer"], (run["answer"], run["citations"])
 
 
 def test_a_server_dying_mid_run_or_not_starting_is_an_observation(api):
