@@ -142,3 +142,13 @@ def test_only_allowlisted_servers_of_the_tenant_can_be_named(api):
         refused = api.post("/v1/agents/runs", json={"input": "hi", "mcp_servers": [name]})
         assert refused.status_code == 422 and refused.json()["error"]["code"] == "mcp_server_not_allowed"
         assert "elsewhere" not in refused.json()["error"]["message"].split("allowed:")[1]
+
+
+def test_admin_overview_lists_the_endpoint_and_the_tenants_servers_with_their_tools(api):
+    body = api.get("/v1/mcp").json()
+    assert body["endpoint"] == "/mcp" and {t["name"] for t in body["tools"]} >= {"search", "ask"}
+    servers = {s["name"]: s for s in body["servers"]}
+    assert set(servers) == {"time", "git", "crashy", "missing"}  # not the other tenant's
+    assert [t["name"] for t in servers["git"]["tools"]] == ["git_log"]
+    assert "get_current_time" in {t["name"] for t in servers["time"]["tools"]}
+    assert servers["missing"]["error"] and not servers["missing"]["tools"]
