@@ -94,25 +94,26 @@ def get_principal(
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
-def _require(principal: Principal, scope: str) -> None:
+def require_scope(principal: Principal, scope: str) -> None:
+    """403 unless the key has `scope` (read, write, admin)."""
     if scope not in principal.scopes:
         raise ApiError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
 def get_current_tenant(request: Request, principal: CurrentPrincipal) -> uuid.UUID:
     """The caller's tenant; reading needs the `read` scope, any other method `write`."""
-    _require(principal, "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write")
+    require_scope(principal, "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write")
     return principal.tenant_id
 
 
 def get_reading_tenant(principal: CurrentPrincipal) -> uuid.UUID:
     """For POST routes that only read (search, ask, chat): the `read` scope is enough."""
-    _require(principal, "read")
+    require_scope(principal, "read")
     return principal.tenant_id
 
 
 def get_admin(principal: CurrentPrincipal) -> Principal:
-    _require(principal, "admin")
+    require_scope(principal, "admin")
     return principal
 
 

@@ -6,7 +6,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 
 from fastapi import FastAPI, Request
 
@@ -14,6 +14,7 @@ import web
 from api import metrics, metrics_history
 from api.body_guard import BodyGuard
 from api.errors import classify, error_response, install_error_handlers
+from api.mcp import http as mcp_http
 from api.metrics import platform_metrics
 from api.observability import install_observability
 from api.routers import (
@@ -28,6 +29,7 @@ from api.routers import (
     health,
     jobs,
     keys,
+    mcp,
     models,
     search,
     tenant,
@@ -75,7 +77,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         try:
-            yield
+            async with mcp_endpoint.running() if mcp_endpoint else nullcontext():
+                yield
         finally:
             for closer in state.extras.values():
                 if hasattr(closer, "shutdown"):
@@ -132,8 +135,10 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         eval_data.router,
         evals.router,
         models.router,
+        mcp.router,
         metrics_history.router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
+    mcp_endpoint = mcp_http.mount(app) if settings.mcp.server_enabled else None
     web.mount(app)
     return app

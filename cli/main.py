@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import typer  # noqa: E402
 
-from cli import agent, ask, connectors, db, engine, ingest, keys, models, search, services
+from cli import agent, ask, connectors, db, engine, ingest, keys, mcp, models, search, services
 from cli import eval as eval_cli
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.command(name="ask")(ask.ask)
 app.command(name="search")(search.search)
 app.add_typer(eval_cli.app, name="eval")
 app.add_typer(agent.app, name="agent")
+app.add_typer(mcp.app, name="mcp")
 app.command()(services.up)
 app.command()(services.api)
 app.command()(services.worker)

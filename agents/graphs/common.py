@@ -20,6 +20,8 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, Field
 
 from agents.chat_model import AgentChatModel, ModelTurn, ToolCall
+from agents.mcp.pool import McpUnavailable
+from agents.mcp.toolbox import UNTRUSTED, McpToolbox
 from agents.qa.attribution import content_words
 from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
 from core.tracing import annotate, traced
@@ -67,6 +69,7 @@ class AgentDeps:
     client_tools: list[dict] = field(default_factory=list)  # OpenAI function tools the caller runs
     budgets: Budgets = field(default_factory=Budgets)
     review_plan: bool = False
+    mcp: McpToolbox | None = None  # the tools of the run's MCP servers, listed at segment start
 
     @property
     def client_names(self) -> set[str]:
@@ -74,7 +77,12 @@ class AgentDeps:
 
     def offered(self, with_final: bool = True) -> list[dict]:
         tools = [BUILTIN[n].openai() for n in self.tools] + self.client_tools
+        tools += self.mcp.specs() if self.mcp else []
         return tools + [final_answer_tool()] if with_final else tools
+
+    def parameters(self, name: str) -> dict:
+        """The JSON Schema of an offered tool's arguments."""
+        return next(t["function"]["parameters"] for t in self.offered() if t["function"]["name"] == name)
 
 
 def deps_of(config: RunnableConfig) -> AgentDeps:
@@ -175,6 +183,8 @@ async def _run_builtin(deps: AgentDeps, call: ToolCall) -> tuple[str, object]:
     )
     if call.error:
         return f"Error: {call.error}", None
+    if deps.mcp and call.name in deps.mcp.tools:
+        return await _run_mcp(deps, call), None
     if call.name not in deps.tools:
         return f"Error: no tool named {call.name!r}", None
     try:
@@ -186,6 +196,32 @@ async def _run_builtin(deps: AgentDeps, call: ToolCall) -> tuple[str, object]:
         return f"Error: {call.name} failed: {type(exc).__name__}: {exc}", None
     value = result.data.get("value") if isinstance(result.data, dict) else None
     return _clip(result.text), value
+
+
+async def _run_mcp(deps: AgentDeps, call: ToolCall) -> str:
+    """An MCP tool's result as a numbered, citable source marked untrusted; a dead server is an
+    `Error:` observation like any failing tool."""
+    try:
+        text, outcome = await deps.mcp.call(call.name, call.arguments, deps.budgets.tool_timeout_s)
+    except McpUnavailable as exc:
+        return f"Error: {exc}"
+    text = _clip(text)
+    if outcome == "error":
+        return f"Error: {call.name} failed ({UNTRUSTED}): {text}"
+    tool = deps.mcp.tools[call.name]
+    number = deps.context.cite(
+        {
+            "chunk_id": f"mcp:{call.id}",
+            "document_id": None,
+            "title": f"{tool.server}.{tool.tool}",
+            "source_id": f"mcp://{tool.server}/{tool.tool}",
+            "page": None,
+            "char_start": 0,
+            "char_end": len(text),
+            "text": text,
+        }
+    )
+    return f"[{number}] {tool.server}.{tool.tool} ({UNTRUSTED}): {text}"
 
 
 def finish(state: RunState, call: ToolCall) -> dict:

@@ -146,11 +146,7 @@ async def review(state: RewooState, config: RunnableConfig) -> dict:
 
 def _argument_name(deps: AgentDeps, tool: str) -> str:
     """Which argument a plan step's single input fills: the tool's first declared one."""
-    schema = (
-        BUILTIN[tool].schema()
-        if tool in BUILTIN
-        else next(t["function"]["parameters"] for t in deps.client_tools if t["function"]["name"] == tool)
-    )
+    schema = BUILTIN[tool].schema() if tool in BUILTIN else deps.parameters(tool)
     return next(iter(schema.get("properties", {})), "input")
 
 

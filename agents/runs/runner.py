@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from agents.chat_model import AgentChatModel
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
+from agents.mcp import McpPool, McpToolbox
 from agents.runs.checkpoints import open_checkpointer, prune_finished
 from agents.runs.store import ACTIVE, FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
@@ -42,6 +43,7 @@ class AgentRunner:
         settings: Settings,
         database_url: str,
         backend: Callable[[], ChatBackend],
+        mcp: McpPool | None = None,
     ) -> None:
         self.sessions, self.settings, self.database_url, self.backend = (
             sessions,
@@ -49,6 +51,7 @@ class AgentRunner:
             database_url,
             backend,
         )
+        self.mcp = mcp
         self.tasks: dict[uuid.UUID, asyncio.Task] = {}
         self.listeners: dict[uuid.UUID, list[asyncio.Queue]] = {}
         self._cancelling: set[uuid.UUID] = set()
@@ -153,10 +156,10 @@ class AgentRunner:
                 f"invoke_agent {run.agent}",
             )
             graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
-            config = {
-                "configurable": {"thread_id": str(run.id), "deps": self._deps(run)},
-                "recursion_limit": 200,
-            }
+            deps = self._deps(run)
+            if run.mcp_servers and self.mcp is not None:
+                deps.mcp = await self._mcp_tools(run)
+            config = {"configurable": {"thread_id": str(run.id), "deps": deps}, "recursion_limit": 200}
             graph_input: Any = (
                 {"task": run.input, "usage": {}}
                 if fresh
@@ -187,6 +190,20 @@ class AgentRunner:
                 values = {"finish_reason": "error", "detail": f"{type(exc).__name__}: {exc}"}
             run.active_s += time.monotonic() - started
             await self._record(run, session, values, interrupt)
+
+    async def _mcp_tools(self, run: AgentRun) -> McpToolbox:
+        """The run's MCP tools, listed now; a server that cannot start is a trace step, not a failure."""
+        box = await McpToolbox.open(self.mcp, list(run.mcp_servers))
+        for server, detail in box.unavailable.items():
+            event = {
+                "type": "mcp_unavailable",
+                "server": server,
+                "detail": detail,
+                "at": round(time.time(), 3),
+            }
+            run.trace = [*run.trace, event]
+            self._publish(run.id, event)
+        return box
 
     async def _stream(self, run: AgentRun, session: Session, graph, graph_input, config) -> dict | None:
         """Stream one segment; returns the interrupt it paused on, if any."""

@@ -56,6 +56,7 @@ def run_dict(run: AgentRun, trace: bool = True) -> dict:
         "collection_ids": run.collection_ids,
         "tools": run.tools,
         "client_tools": [t["function"]["name"] for t in run.client_tools],
+        "mcp_servers": run.mcp_servers or [],
         "budgets": run.budgets,
         "review_plan": run.review_plan,
         "plan": run.plan,

@@ -15,6 +15,7 @@ from sse_starlette import ServerSentEvent
 
 from agents.graphs import KINDS, PLAN_CHECKS
 from agents.graphs.common import Budgets
+from agents.mcp import allowed_servers
 from agents.runs.runner import AgentRunner
 from agents.runs.store import WAITING, get_run, list_runs, run_dict
 from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
@@ -22,12 +23,13 @@ from api.deps import CurrentTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.lookups import get_collection
+from api.mcp.pool import mcp_pool
 from api.ratelimit import Meter, RateLimit
 from api.schemas.agents import AgentRunList, AgentRunOut, AgentRunSummary
 from api.schemas.common import event_stream
 from api.state import AppState
 from api.streaming import event_source, sse
-from core.models import AgentRun
+from core.models import AgentRun, Tenant
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 AgentKind = Literal["react", "rewoo", "plan_execute"]
@@ -43,6 +45,11 @@ class RunBody(BaseModel):
     tools: list[str | dict[str, Any]] = Field(
         default_factory=list,
         description="Built-in tool names and/or client-side OpenAI function tools the caller runs.",
+    )
+    mcp_servers: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Allowlisted MCP servers (settings `mcp.servers`) whose tools the agent may use.",
     )
     budgets: Budgets = Field(default_factory=Budgets)
     review_plan: bool = Field(default=False, description="Pause after planning (rewoo, plan_execute).")
@@ -77,7 +84,13 @@ class PlanBody(BaseModel):
 def agent_runner(state: AppState) -> AgentRunner:
     runner = state.extras.get("agent_runner")
     if runner is None:
-        runner = AgentRunner(state.sessions, state.settings, state.database.url, lambda: chat_backend(state))
+        runner = AgentRunner(
+            state.sessions,
+            state.settings,
+            state.database.url,
+            lambda: chat_backend(state),
+            mcp_pool(state),
+        )
         state.extras["agent_runner"] = runner
     return runner
 
@@ -90,10 +103,21 @@ async def ready_runner(state: AppState) -> AgentRunner:
     return runner
 
 
+def check_mcp_servers(state: AppState, session: Session, tenant: uuid.UUID, names: list[str]) -> list[str]:
+    if not names:
+        return []
+    try:
+        row = session.get(Tenant, tenant)
+        return allowed_servers(state.settings.mcp, tenant, row.name if row else "", names)
+    except ValueError as exc:
+        raise ApiError(422, "mcp_server_not_allowed", str(exc)) from None
+
+
 async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:
     collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(body.collections)]
-    # `tools` is exactly what the agent may use; without it, the default built-ins.
-    builtin = [t for t in body.tools if isinstance(t, str)] if body.tools else list(DEFAULT_TOOLS)
+    servers = check_mcp_servers(state, session, tenant, body.mcp_servers)
+    # `tools` is exactly what the agent may use; without it (and MCP servers), the default built-ins.
+    builtin = [t for t in body.tools if isinstance(t, str)] if body.tools or servers else list(DEFAULT_TOOLS)
     run = AgentRun(
         tenant_id=tenant,
         agent=body.agent,
@@ -102,6 +126,7 @@ async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body:
         collection_ids=[str(c.id) for c in collections],
         tools=list(dict.fromkeys(builtin)),
         client_tools=[t for t in body.tools if isinstance(t, dict)],
+        mcp_servers=servers,
         budgets=body.budgets.model_dump(),
         review_plan=body.review_plan,
         plan=[],
@@ -115,7 +140,7 @@ async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body:
     return run
 
 
-async def _advance(
+async def advance(
     state: AppState,
     session: Session,
     run: AgentRun,
@@ -151,11 +176,30 @@ async def _sse(events: AsyncIterator[dict]) -> AsyncIterator[ServerSentEvent]:
 _STREAMED = event_stream("The run's events: `event: <type>`, `data: <the event's JSON>`.")
 
 
-def _run_or_404(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> AgentRun:
+def run_or_404(session: Session, tenant: uuid.UUID, run_id: uuid.UUID) -> AgentRun:
     run = get_run(session, tenant, run_id)
     if run is None:
         raise ApiError(404, "run_not_found", f"no agent run {run_id}")
     return run
+
+
+def check_tool_outputs(run: AgentRun, outputs: list[ToolOutput]) -> dict[str, str]:
+    """The outputs by call id; 409 unless the run waits for client tools, 400 unless one per call."""
+    action = run.required_action or {}
+    if run.status != WAITING or action.get("type") != "requires_action":
+        raise ApiError(
+            409, "not_waiting_for_tool_outputs", f"run {run.id} is {run.status}, not waiting for tools"
+        )
+    pending = {c["id"] for c in action["tool_calls"]}
+    given = {o.tool_call_id: o.output for o in outputs}
+    if set(given) != pending:
+        raise ApiError(
+            400,
+            "tool_outputs_mismatch",
+            "give exactly one output per pending tool call",
+            {"pending": sorted(pending), "given": sorted(given)},
+        )
+    return given
 
 
 @router.post("/runs", response_model=AgentRunOut, responses={202: {"model": AgentRunSummary}, **_STREAMED})
@@ -164,7 +208,7 @@ async def start_run(body: RunBody, tenant: CurrentTenant, state: StateDep, meter
     await ready_runner(state)
     with state.sessions() as session:
         run = await create_run(state, session, tenant, body)
-        return await _advance(state, session, run, body.stream, meter, body.background, fresh=True)
+        return await advance(state, session, run, body.stream, meter, body.background, fresh=True)
 
 
 @router.get("/runs", response_model=AgentRunList)
@@ -183,7 +227,7 @@ def get_runs(
 def get_one(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
     """One run with its full trace: steps, calls, observations, tokens, timings."""
     with state.sessions() as session:
-        return run_dict(_run_or_404(session, tenant, run_id))
+        return run_dict(run_or_404(session, tenant, run_id))
 
 
 @router.post("/runs/{run_id}/tool_outputs", response_model=AgentRunOut, responses=_STREAMED)
@@ -193,22 +237,9 @@ async def submit_tool_outputs(
     """Give the outputs of the client tool calls a run is waiting for; the run resumes."""
     await ready_runner(state)  # NOTE: before any session: its first use may create tables (DDL waits)
     with state.sessions() as session:
-        run = _run_or_404(session, tenant, run_id)
-        action = run.required_action or {}
-        if run.status != WAITING or action.get("type") != "requires_action":
-            raise ApiError(
-                409, "not_waiting_for_tool_outputs", f"run {run_id} is {run.status}, not waiting for tools"
-            )
-        pending = {c["id"] for c in action["tool_calls"]}
-        given = {o.tool_call_id: o.output for o in body.tool_outputs}
-        if set(given) != pending:
-            raise ApiError(
-                400,
-                "tool_outputs_mismatch",
-                "give exactly one output per pending tool call",
-                {"pending": sorted(pending), "given": sorted(given)},
-            )
-        return await _advance(state, session, run, body.stream, meter, resume=given)
+        run = run_or_404(session, tenant, run_id)
+        given = check_tool_outputs(run, body.tool_outputs)
+        return await advance(state, session, run, body.stream, meter, resume=given)
 
 
 @router.post("/runs/{run_id}/plan", response_model=AgentRunOut, responses=_STREAMED)
@@ -218,7 +249,7 @@ async def review_plan(
     """Approve (no `plan`) or replace the plan of a run paused for review; the run resumes."""
     await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)
     with state.sessions() as session:
-        run = _run_or_404(session, tenant, run_id)
+        run = run_or_404(session, tenant, run_id)
         if run.status != WAITING or (run.required_action or {}).get("type") != "review_plan":
             raise ApiError(
                 409, "not_waiting_for_review", f"run {run_id} is {run.status}, not waiting for a review"
@@ -228,7 +259,7 @@ async def review_plan(
                 PLAN_CHECKS[run.agent](body.plan, agent_runner(state)._deps(run))
             except ValueError as exc:
                 raise ApiError(422, "invalid_plan", str(exc)) from exc
-        return await _advance(state, session, run, body.stream, meter, resume={"plan": body.plan})
+        return await advance(state, session, run, body.stream, meter, resume={"plan": body.plan})
 
 
 @router.post("/runs/{run_id}/cancel", response_model=AgentRunOut)
@@ -236,7 +267,7 @@ async def cancel_run(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
     """Stop a run that is working or waiting; it ends with finish_reason `cancelled`."""
     runner = await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)
     with state.sessions() as session:
-        run = _run_or_404(session, tenant, run_id)
+        run = run_or_404(session, tenant, run_id)
         if run.finished_at is not None:
             raise ApiError(409, "run_finished", f"run {run_id} already finished ({run.finish_reason})")
         await runner.cancel(run, session)

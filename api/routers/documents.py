@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
+from api.document_text import parsed_text
 from api.errors import ApiError
 from api.lookups import get_collection
 from api.scoping import get_in_tenant
@@ -219,26 +220,13 @@ def list_chunks(
 
 @router.get("/documents/{document_id}/text", response_model=DocumentText)
 def read_document_text(document_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
-    """The parsed text with every chunk's span, page and token count.
-
-    NOTE: the parsed text is not stored; it is put back together from the chunks, which works
-    because each chunk's text is exactly parsed_text[char_start:char_end] (overlaps agree)."""
-    doc = get_document(session, tenant, document_id)
-    chunks = session.execute(
-        select(Chunk).where(Chunk.document_id == doc.id).order_by(Chunk.char_start)
-    ).scalars()
-    parts: list[str] = []
-    spans, end, uncovered = [], 0, 0
-    for chunk in chunks:
-        if chunk.char_start > end:
-            parts.append(" " * (chunk.char_start - end))
-            uncovered += chunk.char_start - end
-        if chunk.char_end > end:
-            parts.append(chunk.text[max(0, end - chunk.char_start) :])
-            end = chunk.char_end
-        spans.append(ChunkSpan.model_validate(chunk))
-    spans.sort(key=lambda c: c.ordinal)
-    return DocumentText(text="".join(parts), uncovered_chars=uncovered, chunks=spans)
+    """The parsed text with every chunk's span, page and token count."""
+    parsed = parsed_text(session, get_document(session, tenant, document_id).id)
+    return DocumentText(
+        text=parsed.text,
+        uncovered_chars=parsed.uncovered_chars,
+        chunks=[ChunkSpan.model_validate(c) for c in parsed.chunks],
+    )
 
 
 @router.post("/documents/{document_id}/requeue", status_code=202, response_model=DocumentOut)

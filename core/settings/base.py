@@ -21,6 +21,7 @@ from core.settings.connectors import ConnectorSettings
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
 from core.settings.limits import LimitSettings
+from core.settings.mcp import McpSettings
 from core.settings.observability import SloSettings, TracingSettings
 from core.settings.qa import QASettings
 from core.settings.retrieval import RetrievalSettings
@@ -86,6 +87,7 @@ class Settings(BaseSettings):
     connectors: ConnectorSettings = Field(default_factory=ConnectorSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     slo: SloSettings = Field(default_factory=SloSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -13,11 +13,12 @@ from fastapi import FastAPI
 
 
 @contextmanager
-def running(app: FastAPI) -> Iterator[str]:
-    """Serve `app` on 127.0.0.1 in a background thread; yields the base URL."""
+def running(app: FastAPI, lifespan: str = "off") -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 in a background thread; yields the base URL. With `lifespan="on"`
+    uvicorn runs the app's start-up itself (in its own event loop), as in production."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -18,6 +18,7 @@ const PAGES = {
   agent: "./pages/agent.js",
   evals: "./pages/evals.js",
   eval: "./pages/eval.js",
+  mcp: "./pages/mcp.js",
 };
 
 const view = document.getElementById("view");
