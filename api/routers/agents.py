@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy.orm import Session
 
 from agents.graphs import KINDS, PLAN_CHECKS
@@ -65,6 +65,15 @@ class ToolOutputsBody(BaseModel):
     tool_outputs: list[ToolOutput] = Field(min_length=1)
     stream: bool = False
 
+    @field_validator("tool_outputs")
+    @classmethod
+    def _one_output_per_call(cls, outputs: list[ToolOutput]) -> list[ToolOutput]:
+        ids = [o.tool_call_id for o in outputs]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"tool_call_id given more than once: {twice}")
+        return outputs
+
 
 class PlanBody(BaseModel):
     plan: list | None = Field(default=None, description="A replacement plan; omit to approve as is.")
@@ -87,7 +96,24 @@ async def ready_runner(state: AppState) -> AgentRunner:
     return runner
 
 
+def check_client_tool_sizes(tools: list[dict], limit: int) -> None:
+    """422 for a client tool too large to offer (see `agents.max_client_tool_chars`)."""
+    for tool in tools:
+        size = len(json.dumps(tool))
+        if size > limit:
+            name = (tool.get("function") or {}).get("name")
+            raise ApiError(
+                422,
+                "tool_too_large",
+                f"client tool {name!r} is {size} characters of JSON; at most {limit} "
+                "(agents.max_client_tool_chars): its schema goes into every prompt and grammar",
+            )
+
+
 async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:
+    check_client_tool_sizes(
+        [t for t in body.tools if isinstance(t, dict)], state.settings.agents.max_client_tool_chars
+    )
     collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(body.collections)]
     # `tools` is exactly what the agent may use; without it, the default built-ins.
     builtin = [t for t in body.tools if isinstance(t, str)] if body.tools else list(DEFAULT_TOOLS)
@@ -210,6 +236,13 @@ async def review_plan(
     run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
     """Approve (no `plan`) or replace the plan of a run paused for review; the run resumes."""
+    most = state.settings.agents.max_plan_steps
+    if body.plan is not None and len(body.plan) > most:
+        raise ApiError(
+            422,
+            "invalid_plan",
+            f"the plan has {len(body.plan)} steps; at most {most} (agents.max_plan_steps)",
+        )
     await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)
     with state.sessions() as session:
         run = _run_or_404(session, tenant, run_id)
@@ -244,11 +277,15 @@ async def chat_events(
     """An agent run as chat-completion events (`token`, then `done` with citations and usage)."""
     if kind not in KINDS:
         raise ApiError(400, "model_not_found", f"unknown agent {kind!r}: use agent/{' | agent/'.join(KINDS)}")
+    try:
+        body = RunBody(agent=kind, input=task, collections=collections)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "messages[-1].content" if first["loc"][:1] == ("input",) else ".".join(map(str, first["loc"]))
+        raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
     runner = await ready_runner(state)
     with state.sessions() as session:
-        run = await create_run(
-            state, session, tenant, RunBody(agent=kind, input=task, collections=collections)
-        )
+        run = await create_run(state, session, tenant, body)
     queue = runner.subscribe(run.id)
     runner.start(run.id, fresh=True)
     async for event in runner.events(run.id, queue):

@@ -17,6 +17,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from core.settings.agents import AgentSettings
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
 from core.settings.limits import LimitSettings
@@ -81,6 +82,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     qa: QASettings = Field(default_factory=QASettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
 
     @classmethod
     def settings_customise_sources(
