@@ -16,11 +16,12 @@ observations as user turns) because SmolLM2's template knows no `tool` role.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import jsonschema
 
@@ -28,6 +29,23 @@ from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend, U
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
+
+
+class TokenLimitReached(Exception):
+    """The caller's token rate limit has no room for the next LLM call: the run stops there."""
+
+
+class Held(Protocol):
+    prompt: int  # the prompt tokens reserved
+
+    def settle(self, usage: dict) -> None: ...
+
+
+class TokenGate(Protocol):
+    """Charges each LLM call to whoever pays for the run (api/charging.py AgentTokenGate): reserves
+    before the call (TokenLimitReached when there is no room), settled after it."""
+
+    async def reserve(self, prompt_text: str, max_tokens: int) -> Held: ...
 
 
 @dataclass
@@ -93,9 +111,10 @@ class AgentChatModel:
         temperature: float = 0.0,
         constrained: bool = True,
         cache_salt: str | None = None,
+        gate: TokenGate | None = None,
     ) -> None:
         self.backend, self.max_tokens, self.temperature = backend, max_tokens, temperature
-        self.constrained, self.cache_salt = constrained, cache_salt
+        self.constrained, self.cache_salt, self.gate = constrained, cache_salt, gate
 
     async def call(
         self, messages: list[dict], tools: list[dict], choice: str = "required", max_tokens: int | None = None
@@ -103,12 +122,22 @@ class AgentChatModel:
         """One turn; `choice` is "required" (any of `tools`) or the name of the one tool to call."""
         start = time.perf_counter()
         max_tokens = max_tokens or self.max_tokens
-        if isinstance(self.backend, RemoteChatBackend):
-            calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens)
-        elif isinstance(self.backend, LocalChatBackend):
-            calls, content, usage, reason = await self._local(messages, tools, choice, max_tokens)
-        else:
-            raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
+        held = None
+        if self.gate is not None:
+            held = await self.gate.reserve(json.dumps(messages) + json.dumps(tools), max_tokens)
+        try:
+            if isinstance(self.backend, RemoteChatBackend):
+                calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens)
+            elif isinstance(self.backend, LocalChatBackend):
+                calls, content, usage, reason = await self._local(messages, tools, choice, max_tokens)
+            else:
+                raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
+        except BaseException:
+            if held is not None:  # cancelled or failed mid-call: the prompt was read
+                held.settle({"prompt_tokens": held.prompt})
+            raise
+        if held is not None:
+            await asyncio.to_thread(held.settle, usage.as_dict())
         calls = [validate_call(c, tools) for c in calls]
         return ModelTurn(calls, content, usage, reason, (time.perf_counter() - start) * 1000)
 

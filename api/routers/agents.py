@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -18,10 +17,11 @@ from agents.graphs.common import Budgets
 from agents.runs.runner import AgentRunner
 from agents.runs.store import WAITING, get_run, list_runs, run_dict
 from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
-from api.deps import CurrentTenant, StateDep
+from api.charging import AgentTokenGate
+from api.deps import CurrentTenant, Principal, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
-from api.ratelimit import Meter, RateLimit
+from api.ratelimit import Meter, RateLimit, meter_of
 from api.routers.collections import get_collection
 from api.state import AppState
 from core.models import AgentRun
@@ -83,7 +83,13 @@ class PlanBody(BaseModel):
 def agent_runner(state: AppState) -> AgentRunner:
     runner = state.extras.get("agent_runner")
     if runner is None:
-        runner = AgentRunner(state.sessions, state.settings, state.database.url, lambda: chat_backend(state))
+        runner = AgentRunner(
+            state.sessions,
+            state.settings,
+            state.database.url,
+            lambda: chat_backend(state),
+            lambda run: AgentTokenGate(meter_of(state, Principal(run.tenant_id, None, frozenset()))),
+        )
         state.extras["agent_runner"] = runner
     return runner
 
@@ -149,20 +155,17 @@ async def _advance(
     fresh: bool = False,
 ):
     """Run the next segment; stream its events, return at once, or return the run at its next stop.
-    Every segment is admitted by the rate limits; the tokens of a segment waited for are charged."""
+    Every segment is admitted by the rate limits, and each of its LLM calls charged to the caller
+    (api/charging.py), whether the caller waits, streams, leaves or runs it in the background."""
     runner = await ready_runner(state)
     queue = runner.subscribe(run.id) if stream else None
-    runner.start(run.id, resume=resume, fresh=fresh)
+    runner.start(run.id, resume=resume, fresh=fresh, gate=AgentTokenGate(meter))
     if stream:
         return StreamingResponse(_sse(runner.events(run.id, queue)), media_type="text/event-stream")
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
-    before = dict(run.usage or {})
     await runner.wait(run.id)
     session.refresh(run)
-    after = run.usage or {}
-    used = {k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in ("prompt_tokens", "completion_tokens")}
-    await asyncio.to_thread(meter.charge, used)
     return run_dict(run)
 
 
@@ -272,7 +275,7 @@ async def cancel_run(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
 
 
 async def chat_events(
-    state: AppState, tenant: uuid.UUID, kind: str, task: str, collections: list[str]
+    state: AppState, tenant: uuid.UUID, kind: str, task: str, collections: list[str], meter: Meter
 ) -> AsyncIterator[dict]:
     """An agent run as chat-completion events (`token`, then `done` with citations and usage)."""
     if kind not in KINDS:
@@ -287,7 +290,7 @@ async def chat_events(
     with state.sessions() as session:
         run = await create_run(state, session, tenant, body)
     queue = runner.subscribe(run.id)
-    runner.start(run.id, fresh=True)
+    runner.start(run.id, fresh=True, gate=AgentTokenGate(meter))
     async for event in runner.events(run.id, queue):
         if event["type"] != "final":
             continue
@@ -306,4 +309,5 @@ async def chat_events(
             },
             "finish_reason": "stop" if event["finish_reason"] == "answered" else "length",
             "agent_run_id": event["id"],
+            "charged": True,  # each LLM call was, by the run
         }

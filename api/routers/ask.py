@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -15,11 +16,12 @@ from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
 from api.admission import admitted, answer_slots
+from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.metrics import record_ask
-from api.ratelimit import RateLimit, charging
+from api.ratelimit import RateLimit
 from api.routers.collections import get_collection
 from api.state import AppState
 from api.streaming import ending_with_error_event, sse
@@ -150,9 +152,16 @@ def embedding_similarity(model_spec: str):
 async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
+    qa = state.settings.qa
+    held = await asyncio.to_thread(
+        reserve,
+        meter,
+        estimate_tokens(body.question) + qa.sources_token_budget,
+        body.generation.max_tokens or qa.max_tokens,
+    )
     session = state.sessions()
     scope_to_tenant(session, tenant)
-    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), meter)
+    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), held)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:

@@ -10,6 +10,7 @@ through to the generator (the in-process engine or the configured remote server)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -21,10 +22,11 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.admission import admitted, answer_slots
+from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
-from api.ratelimit import RateLimit, charging
+from api.ratelimit import Meter, RateLimit
 from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
 from api.state import AppState
@@ -89,7 +91,7 @@ def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
         raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
 
 
-async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIterator[dict]:
+async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Meter) -> AsyncIterator[dict]:
     """Pipeline-shaped events (`token`..., `done`) for either kind of model."""
     max_tokens = body.max_completion_tokens or body.max_tokens
     try:
@@ -100,7 +102,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
         if body.messages[-1].role != "user":
             raise ApiError(400, "invalid_messages", "the last message must be the user's task")
         kind, task = body.model.removeprefix(AGENT_PREFIX), body.messages[-1].content
-        async for event in agents.chat_events(state, tenant, kind, task, body.collections):
+        async for event in agents.chat_events(state, tenant, kind, task, body.collections, meter):
             yield event
         return
     if body.model.startswith(RAG_PREFIX):
@@ -166,6 +168,18 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             yield {"type": "done", "finish_reason": delta.finish_reason, "usage": usage}
 
 
+def _worst_case(state: AppState, body: ChatBody) -> tuple[int, int]:
+    """The prompt and completion tokens to reserve (api/charging.py). Agent runs reserve none here:
+    each of their LLM calls is charged as it is made."""
+    if body.model.startswith(AGENT_PREFIX):
+        return 0, 0
+    prompt = estimate_tokens("".join(m.content for m in body.messages))
+    asked = body.max_completion_tokens or body.max_tokens
+    if body.model.startswith(RAG_PREFIX):
+        return prompt + state.settings.qa.sources_token_budget, asked or state.settings.qa.max_tokens
+    return prompt, asked or 256
+
+
 def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, **extra) -> str:
     body = {
         "id": cid,
@@ -182,7 +196,8 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
 async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    events = charging(admitted(_events(state, tenant, body), answer_slots(state)), meter)
+    held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
+    events = charging(admitted(_events(state, tenant, body, meter), answer_slots(state)), held)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 
