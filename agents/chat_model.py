@@ -16,7 +16,6 @@ observations as user turns) because SmolLM2's template knows no `tool` role.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -36,9 +35,8 @@ class TokenLimitReached(Exception):
 
 
 class Held(Protocol):
-    prompt: int  # the prompt tokens reserved
-
-    def settle(self, usage: dict) -> None: ...
+    async def settle(self, usage: dict) -> None: ...
+    def abandon(self) -> None: ...
 
 
 class TokenGate(Protocol):
@@ -133,11 +131,11 @@ class AgentChatModel:
             else:
                 raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
         except BaseException:
-            if held is not None:  # cancelled or failed mid-call: the prompt was read
-                held.settle({"prompt_tokens": held.prompt})
+            if held is not None:
+                held.abandon()
             raise
         if held is not None:
-            await asyncio.to_thread(held.settle, usage.as_dict())
+            await held.settle(usage.as_dict())
         calls = [validate_call(c, tools) for c in calls]
         return ModelTurn(calls, content, usage, reason, (time.perf_counter() - start) * 1000)
 

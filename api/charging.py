@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from agents.chat_model import TokenLimitReached
+from api.admission import AnswerSlots
 from api.errors import ApiError
 from api.ratelimit import Meter, token_costs
 
@@ -97,15 +98,45 @@ async def charging(events: AsyncIterator[dict], reservation: Reservation) -> Asy
             reservation.settle_partial(streamed)
 
 
+@dataclass(eq=False)
+class _AgentCall:
+    """One admitted LLM call of an agent run: its tokens and its answer slot."""
+
+    reservation: Reservation
+    slots: AnswerSlots | None
+    ticket: object
+
+    def _release(self) -> None:
+        if self.slots is not None and self.ticket is not None:
+            self.slots.release(self.ticket, generated=False)  # an agent call says nothing of answers' cost
+            self.ticket = None
+
+    async def settle(self, usage: dict) -> None:
+        self._release()
+        await asyncio.to_thread(self.reservation.settle, usage)
+
+    def abandon(self) -> None:
+        """Cancelled or failed mid-call: the prompt was read, nothing is known of the rest."""
+        self._release()
+        self.reservation.settle({"prompt_tokens": self.reservation.prompt})
+
+
 class AgentTokenGate:
-    """Reserves and settles each LLM call of an agent run on the caller's meter, so background,
-    streamed and waited-for runs are charged alike, as they go."""
+    """Admits each LLM call of an agent run like an answer: its tokens reserved on the caller's
+    meter and settled after it (background, streamed and waited-for runs are charged alike, as
+    they go), and an answer slot of the run's tenant held while it generates."""
 
-    def __init__(self, meter: Meter) -> None:
-        self.meter = meter
+    def __init__(self, meter: Meter, slots: AnswerSlots | None = None, tenant: str = "") -> None:
+        self.meter, self.slots, self.tenant = meter, slots, tenant
 
-    async def reserve(self, prompt_text: str, max_tokens: int) -> Reservation:
+    async def reserve(self, prompt_text: str, max_tokens: int) -> _AgentCall:
         try:
-            return await asyncio.to_thread(reserve, self.meter, estimate_tokens(prompt_text), max_tokens)
+            held = await asyncio.to_thread(reserve, self.meter, estimate_tokens(prompt_text), max_tokens)
         except ApiError as exc:
             raise TokenLimitReached(exc.message) from None
+        try:
+            ticket = await self.slots.wait(self.tenant) if self.slots is not None else None
+        except BaseException:
+            held.settle({})
+            raise
+        return _AgentCall(held, self.slots, ticket)

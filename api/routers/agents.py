@@ -17,6 +17,7 @@ from agents.graphs.common import Budgets
 from agents.runs.runner import AgentRunner
 from agents.runs.store import WAITING, get_run, list_runs, run_dict
 from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
+from api.admission import answer_slots
 from api.charging import AgentTokenGate
 from api.deps import CurrentTenant, Principal, StateDep
 from api.errors import ApiError
@@ -80,6 +81,11 @@ class PlanBody(BaseModel):
     stream: bool = False
 
 
+def agent_gate(state: AppState, meter: Meter, tenant: uuid.UUID) -> AgentTokenGate:
+    """How a run's LLM calls are admitted: tokens on `meter`, answer slots of `tenant`."""
+    return AgentTokenGate(meter, answer_slots(state), str(tenant))
+
+
 def agent_runner(state: AppState) -> AgentRunner:
     runner = state.extras.get("agent_runner")
     if runner is None:
@@ -88,7 +94,9 @@ def agent_runner(state: AppState) -> AgentRunner:
             state.settings,
             state.database.url,
             lambda: chat_backend(state),
-            lambda run: AgentTokenGate(meter_of(state, Principal(run.tenant_id, None, frozenset()))),
+            lambda run: agent_gate(
+                state, meter_of(state, Principal(run.tenant_id, None, frozenset())), run.tenant_id
+            ),
         )
         state.extras["agent_runner"] = runner
     return runner
@@ -159,7 +167,7 @@ async def _advance(
     (api/charging.py), whether the caller waits, streams, leaves or runs it in the background."""
     runner = await ready_runner(state)
     queue = runner.subscribe(run.id) if stream else None
-    runner.start(run.id, resume=resume, fresh=fresh, gate=AgentTokenGate(meter))
+    runner.start(run.id, resume=resume, fresh=fresh, gate=agent_gate(state, meter, run.tenant_id))
     if stream:
         return StreamingResponse(_sse(runner.events(run.id, queue)), media_type="text/event-stream")
     if background:
@@ -290,7 +298,7 @@ async def chat_events(
     with state.sessions() as session:
         run = await create_run(state, session, tenant, body)
     queue = runner.subscribe(run.id)
-    runner.start(run.id, fresh=True, gate=AgentTokenGate(meter))
+    runner.start(run.id, fresh=True, gate=agent_gate(state, meter, tenant))
     async for event in runner.events(run.id, queue):
         if event["type"] != "final":
             continue

@@ -161,7 +161,7 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
     )
     session = state.sessions()
     scope_to_tenant(session, tenant)
-    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), held)
+    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state), str(tenant)), held)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
     except BaseException:

@@ -197,7 +197,10 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
-    events = charging(admitted(_events(state, tenant, body, meter), answer_slots(state)), held)
+    # NOTE: an agent model's LLM calls take slots one by one (api/charging.py): holding one for the
+    # whole run as well would leave its calls waiting on it.
+    slots = None if body.model.startswith(AGENT_PREFIX) else answer_slots(state)
+    events = charging(admitted(_events(state, tenant, body, meter), slots, str(tenant)), held)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
 
