@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -68,9 +69,11 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         app.state.groundwork = state
         state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
+        recovery = asyncio.create_task(agents.recover_runs(state))  # runs a killed process left running
         try:
             yield
         finally:
+            recovery.cancel()
             for closer in state.extras.values():
                 if hasattr(closer, "shutdown"):
                     closer.shutdown()

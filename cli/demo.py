@@ -26,10 +26,19 @@ def wait_ready(client: httpx.Client, timeout: float = 300) -> None:
     raise TimeoutError("the API did not become ready")
 
 
-def seed_demo(base_url: str) -> None:
-    """Ingest the demo corpus if the default tenant has no collection; print how to try it."""
+def seed_demo(base_url: str, auth_required: bool = False) -> None:
+    """Ingest the demo corpus if the default tenant has no collection; print how to try it.
+    With API keys required there is no key to ingest it with: say what to do instead."""
     with httpx.Client(base_url=base_url, timeout=300) as client:
         wait_ready(client)
+        if auth_required:
+            typer.secho(
+                f"Serving at {base_url} with API keys required; the demo corpus was not ingested. "
+                "Next: create a key (`groundwork keys create <name> --tenant <tenant>`), then create a "
+                "collection and upload documents with it (Authorization: Bearer <key>).",
+                fg="yellow",
+            )
+            return
         if client.get("/v1/collections").json():
             typer.secho(f"Ready at {base_url}", fg="green")
             return

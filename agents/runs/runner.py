@@ -59,6 +59,7 @@ class AgentRunner:
         self._saver = None
         self._pool = None
         self._lock = asyncio.Lock()
+        self._recovering = asyncio.Lock()
         self.recovered = False
 
     async def saver(self):
@@ -90,9 +91,16 @@ class AgentRunner:
         return task
 
     async def recover(self) -> list[uuid.UUID]:
-        """Resume runs a previous process left mid-segment; prune finished runs' checkpoints."""
-        await self.saver()
-        self.recovered = True
+        """Resume runs a previous process left mid-segment; prune finished runs' checkpoints.
+        Once per process (at start-up, or by the first agents route that finds it not done)."""
+        async with self._recovering:
+            if self.recovered:
+                return []
+            await self.saver()
+            self.recovered = True
+            return self._resume_active()
+
+    def _resume_active(self) -> list[uuid.UUID]:
         with self.sessions() as session:
             ids = [r.id for r in session.query(AgentRun).filter(AgentRun.status.in_(ACTIVE))]
             pruned = prune_finished(session)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from api.state import AppState
 from core.models import AgentRun
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
+log = logging.getLogger("groundwork.agents")
 AgentKind = Literal["react", "rewoo", "plan_execute"]
 assert set(KINDS) == {"react", "rewoo", "plan_execute"}
 
@@ -122,6 +124,18 @@ def check_client_tool_sizes(tools: list[dict], limit: int) -> None:
                 f"client tool {name!r} is {size} characters of JSON; at most {limit} "
                 "(agents.max_client_tool_chars): its schema goes into every prompt and grammar",
             )
+
+
+async def recover_runs(state: AppState) -> None:
+    """At API start-up: resume the runs a killed process left `running` (not only when some agents
+    route is called)."""
+    try:
+        ids = await agent_runner(state).recover()
+    except Exception:  # the database may still be starting; the first agents route tries again
+        log.warning("agent runs not recovered at start-up", exc_info=True)
+        return
+    if ids:
+        log.info("resumed %d agent runs left running by a previous process", len(ids))
 
 
 async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:

@@ -17,13 +17,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.admission import admitted, answer_slots
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
+from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.ratelimit import Meter, RateLimit
@@ -193,7 +194,9 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
 
 
 @router.post("/chat/completions")
-async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
+async def chat_completions(
+    request: Request, body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit
+):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
@@ -215,12 +218,7 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
-    text, done = [], {}
-    async for event in _prepend(first, events):
-        if event["type"] == "token":
-            text.append(event["text"])
-        elif event["type"] == "done":
-            done = event
+    text, done = await unless_disconnected(request, _collect(first, events))
     content = done.get("answer", "".join(text))
     response = {
         "id": cid,
@@ -245,6 +243,20 @@ RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "clai
 def _rag_fields(done: dict) -> dict:
     """The grounded-answer extras of a rag/ model's final event (none for plain models)."""
     return {key: done[key] for key in RAG_FIELDS if key in done}
+
+
+async def _collect(first: dict, events: AsyncIterator[dict]) -> tuple[list[str], dict]:
+    """A non-streamed answer: its text pieces and its `done` event."""
+    text, done = [], {}
+    try:
+        async for event in _prepend(first, events):
+            if event["type"] == "token":
+                text.append(event["text"])
+            elif event["type"] == "done":
+                done = event
+    finally:
+        await events.aclose()  # cancelled (client gone): the engine request is aborted now
+    return text, done
 
 
 async def _prepend(first: dict, rest: AsyncIterator[dict]) -> AsyncIterator[dict]:
