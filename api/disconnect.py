@@ -17,21 +17,27 @@ from fastapi import Request
 from api.errors import ApiError
 
 T = TypeVar("T")
-POLL_S = 0.5
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """`work`'s result; cancelled, with a 499, as soon as the client disconnects."""
+    """`work`'s result; cancelled, with a 499, as soon as the client disconnects.
+
+    NOTE: waits on `request.receive()` (after the body, the next message is the disconnect) rather
+    than polling `is_disconnected()`, which under `BaseHTTPMiddleware` never sees it: the
+    middleware's receive is cancelled before it reaches the server.
+    """
     task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(request.receive())
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=POLL_S)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                raise ApiError(499, "client_closed_request", "the client closed the connection")
-    finally:
-        if not task.done():  # this handler itself was cancelled
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        if watcher.result().get("type") == "http.disconnect":
             task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise ApiError(499, "client_closed_request", "the client closed the connection")
+        return await task  # NOTE: no other message comes after the body; wait for the work
+    finally:
+        for pending in (task, watcher):
+            if not pending.done():
+                pending.cancel()

@@ -60,6 +60,11 @@ def ingest_documents(self, job_id: str, document_ids: list[str]) -> dict[str, st
         if is_transient(exc) and self.request.retries < knobs.max_retries:
             countdown = min(knobs.retry_backoff_max_s, 2**self.request.retries) * (0.5 + random.random())
             log.warning("job %s: transient %s, retry in %.1fs", job_id, type(exc).__name__, countdown)
+            try:
+                with session_scope(ctx.sessions) as session:
+                    state.release_for_retry(session, ids, self.request.id)
+            except Exception:  # the database is what failed: the retry then counts as an attempt
+                log.warning("job %s: claims not released before the retry", job_id, exc_info=True)
             raise self.retry(exc=exc, countdown=countdown) from None
         log.exception("job %s: documents failed", job_id)
         reason = (

@@ -74,6 +74,20 @@ class IngestionSettings(BaseModel):
         default=660.0, description="Hard limit: the worker process is killed; recovery requeues the rest."
     )
     max_attempts: int = Field(
-        default=3,
-        description="Claims of one document before it fails for good (a file that kills its worker).",
+        default=2,
+        ge=1,
+        description="Attempts of one document whose worker died before it fails for good with "
+        "`worker_lost` (2: one retry; a file that kills its worker is never redelivered forever).",
+    )
+    max_parsed_chars: int = Field(
+        default=30_000_000,
+        ge=1,
+        description="A document whose parsed text is longer fails as text_too_large (bounds the memory "
+        "and time of chunking and embedding one document).",
+    )
+    embed_group: int = Field(
+        default=128,
+        ge=1,
+        description="Texts embedded between two checks that the documents are still wanted: a cancel "
+        "or delete stops the embedding within one group.",
     )
