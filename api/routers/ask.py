@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.orm import Session
@@ -18,6 +18,7 @@ from agents.qa.store import get_conversation, history, record_turn
 from api.admission import admitted, answer_slots
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
+from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.metrics import record_ask
@@ -149,7 +150,7 @@ def embedding_similarity(model_spec: str):
 
 
 @router.post("/ask")
-async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
+async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     qa = state.settings.qa
@@ -178,8 +179,15 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
                 session.close()
 
         return StreamingResponse(ending_with_error_event(stream()), media_type="text/event-stream")
+
+    async def answer() -> dict:
+        try:
+            return [event async for event in events if event["type"] == "done"][-1]
+        finally:
+            await events.aclose()  # cancelled (client gone): the engine request is aborted now
+
     try:
-        done = [event async for event in events if event["type"] == "done"][-1]
+        done = await unless_disconnected(request, answer())
     finally:
         session.close()
     return {
