@@ -15,12 +15,18 @@ DEMO_QUESTION = "How many tokens does a KV cache block hold by default?"
 
 
 def wait_ready(client: httpx.Client, timeout: float = 300) -> None:
+    """Until the API is ready, but for the worker: uploads queue until it comes (a worker can take
+    minutes to start on a busy machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if client.get("/readyz").status_code == 200:
+            resp = client.get("/readyz")
+            if resp.status_code == 200:
                 return
-        except httpx.TransportError:
+            checks = resp.json().get("error", {}).get("details") or {}
+            if checks and all(v == "ok" for k, v in checks.items() if k != "worker"):
+                return
+        except (httpx.TransportError, ValueError):
             pass
         time.sleep(0.5)
     raise TimeoutError("the API did not become ready")
