@@ -20,7 +20,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import jsonschema
 
@@ -29,6 +29,22 @@ from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
 from inference.tracing import GenerationSpan
+
+
+class TokenLimitReached(Exception):
+    """The caller's token rate limit has no room for the next LLM call: the run stops there."""
+
+
+class Held(Protocol):
+    async def settle(self, usage: dict) -> None: ...
+    def abandon(self) -> None: ...
+
+
+class TokenGate(Protocol):
+    """Charges each LLM call to whoever pays for the run (api/charging.py AgentTokenGate): reserves
+    before the call (TokenLimitReached when there is no room), settled after it."""
+
+    async def reserve(self, prompt_text: str, max_tokens: int) -> Held: ...
 
 
 @dataclass
@@ -94,9 +110,10 @@ class AgentChatModel:
         temperature: float = 0.0,
         constrained: bool = True,
         cache_salt: str | None = None,
+        gate: TokenGate | None = None,
     ) -> None:
         self.backend, self.max_tokens, self.temperature = backend, max_tokens, temperature
-        self.constrained, self.cache_salt = constrained, cache_salt
+        self.constrained, self.cache_salt, self.gate = constrained, cache_salt, gate
 
     async def call(
         self,
@@ -110,12 +127,23 @@ class AgentChatModel:
         `parallel`: the turn may hold several calls."""
         start = time.perf_counter()
         max_tokens = max_tokens or self.max_tokens
-        if isinstance(self.backend, RemoteChatBackend):
-            calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens, parallel)
-        elif isinstance(self.backend, LocalChatBackend):
-            calls, content, usage, reason = await self._local(messages, tools, choice, max_tokens, parallel)
-        else:
-            raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
+        held = None
+        if self.gate is not None:
+            held = await self.gate.reserve(json.dumps(messages) + json.dumps(tools), max_tokens, parallel)
+        try:
+            turn = (messages, tools, choice, max_tokens, parallel)
+            if isinstance(self.backend, RemoteChatBackend):
+                calls, content, usage, reason = await self._remote(*turn)
+            elif isinstance(self.backend, LocalChatBackend):
+                calls, content, usage, reason = await self._local(*turn)
+            else:
+                raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
+        except BaseException:
+            if held is not None:
+                held.abandon()
+            raise
+        if held is not None:
+            await held.settle(usage.as_dict())
         calls = [validate_call(c, tools) for c in calls]
         return ModelTurn(calls, content, usage, reason, (time.perf_counter() - start) * 1000)
 

@@ -12,14 +12,23 @@ answer ran, and one more answer at once would still fit the target (latency take
 proportion to the answers sharing the machine, the CPU's worst case): it grows by one. A GPU
 server, whose batches cost little latency, so ends far higher than a 2-core CPU.
 `qa.max_concurrent_answers` is a fixed ceiling on top (or the whole rule, with the target off).
+
+Fair shares between tenants (equal shares with borrowing): a tenant may use every slot while no
+other tenant asks, but at the limit a tenant holding fewer than its share (the limit divided by
+the tenants with answers running, itself included; at least one) is still admitted, past the
+limit. So a tenant flooding asks cannot take every slot: another tenant's ask is admitted while
+the flooder's next ones get 503; the slots held never exceed the tenants times their share.
+Agent runs' LLM calls take a slot each under the same rule, waiting for one instead of failing
+(`wait`): background runs queue behind, never beside, other tenants' answers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import statistics
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -29,6 +38,7 @@ from api.state import AppState
 
 @dataclass(eq=False)
 class _Ticket:
+    tenant: str
     start: float
     alone: bool = True  # no other answer ran at any moment of this one
     refusals_seen: int = 0  # the slots' refusal count at admission
@@ -39,6 +49,8 @@ class AnswerSlots:
         self.ceiling, self.target = ceiling, target
         self.limit = 1 if target is not None else ceiling
         self.running: set[_Ticket] = set()
+        self.per_tenant: Counter[str] = Counter()
+        self._freed: asyncio.Event | None = None  # set when a slot frees (made on the loop, lazily)
         self.refusals = 0
         self.seconds: deque[float] = deque(maxlen=32)  # recent answers' durations: the Retry-After
         self.alone: deque[float] = deque(maxlen=16)  # ...of those that ran alone: the baseline
@@ -46,9 +58,20 @@ class AnswerSlots:
     def retry_after(self) -> int:
         return max(1, math.ceil(statistics.fmean(self.seconds))) if self.seconds else 2
 
-    def admit(self) -> _Ticket:
-        """A ticket for one more answer; 503 when the limit is reached."""
-        if self.limit is not None and len(self.running) >= self.limit:
+    def share(self, tenant: str) -> int:
+        """Slots `tenant` may hold at the limit: the limit split among the tenants running answers."""
+        tenants = {t for t, n in self.per_tenant.items() if n > 0} | {tenant}
+        return max(1, (self.limit or 1) // len(tenants))
+
+    def has_room(self, tenant: str) -> bool:
+        if self.limit is None or len(self.running) < self.limit:
+            return True
+        return self.per_tenant[tenant] < self.share(tenant)
+
+    def admit(self, tenant: str = "") -> _Ticket:
+        """A ticket for one more answer of `tenant`; 503 when the limit is reached and the tenant
+        holds its share."""
+        if not self.has_room(tenant):
             self.refusals += 1
             raise ApiError(
                 503,
@@ -57,15 +80,32 @@ class AnswerSlots:
                 "retry shortly",
                 headers={"Retry-After": str(self.retry_after())},
             )
-        ticket = _Ticket(time.perf_counter(), alone=not self.running, refusals_seen=self.refusals)
+        return self._take(tenant)
+
+    def _take(self, tenant: str) -> _Ticket:
+        ticket = _Ticket(tenant, time.perf_counter(), alone=not self.running, refusals_seen=self.refusals)
         for other in self.running:
             other.alone = False
         self.running.add(ticket)
+        self.per_tenant[tenant] += 1
         return ticket
+
+    async def wait(self, tenant: str) -> _Ticket:
+        """A ticket once `tenant` has room (agent LLM calls: they queue rather than fail)."""
+        while not self.has_room(tenant):
+            if self._freed is None:
+                self._freed = asyncio.Event()
+            await self._freed.wait()
+        return self._take(tenant)
 
     def release(self, ticket: _Ticket, generated: bool) -> None:
         """End of an answer; one that generated tokens feeds the limit (see the module note)."""
-        self.running.discard(ticket)
+        if ticket in self.running:
+            self.running.discard(ticket)
+            self.per_tenant[ticket.tenant] -= 1
+        if self._freed is not None:  # wake every waiter; those still without room wait again
+            self._freed.set()
+            self._freed = None
         seconds = time.perf_counter() - ticket.start
         if not generated:  # the no-answer path and failures say nothing of generation's cost
             return
@@ -92,7 +132,9 @@ def answer_slots(state: AppState) -> AnswerSlots | None:
     )
 
 
-async def admitted(events: AsyncIterator[dict], slots: AnswerSlots | None) -> AsyncIterator[dict]:
+async def admitted(
+    events: AsyncIterator[dict], slots: AnswerSlots | None, tenant: str = ""
+) -> AsyncIterator[dict]:
     """`events` if the slots take one more answer (held until it ends, streamed or not); else 503.
 
     NOTE: one event loop runs every handler, so the check and the admission cannot interleave.
@@ -101,7 +143,7 @@ async def admitted(events: AsyncIterator[dict], slots: AnswerSlots | None) -> As
         async for event in events:
             yield event
         return
-    ticket = slots.admit()
+    ticket = slots.admit(tenant)
     generated = False
     try:
         async for event in events:

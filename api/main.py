@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -76,10 +77,12 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         configure_tracing(settings.tracing, "groundwork-api")
         state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
+        recovery = asyncio.create_task(agents.recover_runs(state))  # runs a killed process left running
         try:
             async with mcp_endpoint.running() if mcp_endpoint else nullcontext():
                 yield
         finally:
+            recovery.cancel()
             for closer in state.extras.values():
                 if hasattr(closer, "shutdown"):
                     closer.shutdown()

@@ -1,19 +1,18 @@
 """Rate limits per API key and per tenant, requests and tokens per minute, with the `limits` library.
 
-Requests are counted on admission (moving window: exact). Tokens are known only when an answer is
-done, so admission refuses while a window has no tokens left, and the answer's prompt + completion
-tokens are charged at the end (sliding-window counters: a token is one count, not one entry).
-Refusals are 429 with `Retry-After`; every limited response carries OpenAI's `x-ratelimit-*`
-headers for the tightest of its limits.
+Requests are counted on admission (moving window: exact). Tokens are reserved before a generation
+(the prompt's estimate + `max_tokens`, api/charging.py) and settled on actual use when it ends, so a
+burst of long generations cannot pass admission before any is counted (sliding-window counters: a
+token is one count, not one entry). Three token counters per scope: prompt + completion, and,
+when set, prompt (input) and completion (output) apart. Refusals are 429 with `Retry-After`; every
+limited response carries OpenAI's `x-ratelimit-*` headers for the tightest of its limits.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -26,6 +25,7 @@ from sqlalchemy import Engine
 from api.deps import CurrentPrincipal, Principal, StateDep
 from api.errors import ApiError
 from api.limit_storage import PostgresStorage
+from api.state import AppState
 from core.settings import Settings
 from core.tracing import traced
 
@@ -37,21 +37,27 @@ class _Scope:
     kind: str  # key | tenant
     ident: str
     requests: RateLimitItemPerMinute
-    tokens: RateLimitItemPerMinute
+    tokens: dict[str, RateLimitItemPerMinute]  # counter (tokens, input_tokens, output_tokens) -> limit
+
+
+def token_costs(prompt: int, completion: int) -> dict[str, int]:
+    """What `prompt` + `completion` tokens cost on each token counter."""
+    return {"tokens": prompt + completion, "input_tokens": prompt, "output_tokens": completion}
 
 
 @dataclass
 class Meter:
-    """What a limited request holds: its headers, and `charge` for the tokens it used."""
+    """What a limited request holds: its headers, and its scopes for charging tokens
+    (api/charging.py reserves and settles; `charge` adds used tokens without a reservation)."""
 
     limiter: RateLimiter | None
     scopes: list[_Scope]
     headers: dict[str, str] = field(default_factory=dict)
 
     def charge(self, usage: dict) -> None:
-        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        if self.limiter is not None and tokens > 0:
-            self.limiter.charge(self.scopes, tokens)
+        prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+        if self.limiter is not None and prompt + completion > 0:
+            self.limiter.charge(self.scopes, token_costs(prompt, completion))
 
 
 def limit_storage(settings: Settings, engine: Engine) -> Storage:
@@ -73,32 +79,35 @@ class RateLimiter:
         self.tokens = SlidingWindowCounterRateLimiter(storage)
         self.knobs = knobs
 
-    def scopes(self, principal: Principal) -> list[_Scope]:
+    def _scope(self, kind: str, ident: str) -> _Scope:
         k = self.knobs
-        scopes = [
-            _Scope(
-                "tenant",
-                str(principal.tenant_id),
-                RateLimitItemPerMinute(k.requests_per_minute_per_tenant),
-                RateLimitItemPerMinute(k.tokens_per_minute_per_tenant),
-            )
-        ]
+        per = {
+            "tokens": getattr(k, f"tokens_per_minute_per_{kind}"),
+            "input_tokens": getattr(k, f"input_tokens_per_minute_per_{kind}"),
+            "output_tokens": getattr(k, f"output_tokens_per_minute_per_{kind}"),
+        }
+        return _Scope(
+            kind,
+            ident,
+            RateLimitItemPerMinute(getattr(k, f"requests_per_minute_per_{kind}")),
+            {name: RateLimitItemPerMinute(n) for name, n in per.items() if n is not None},
+        )
+
+    def scopes(self, principal: Principal) -> list[_Scope]:
+        scopes = [self._scope("tenant", str(principal.tenant_id))]
         if principal.key_id is not None:
-            key = _Scope(
-                "key",
-                str(principal.key_id),
-                RateLimitItemPerMinute(k.requests_per_minute_per_key),
-                RateLimitItemPerMinute(k.tokens_per_minute_per_key),
-            )
-            scopes.insert(0, key)
+            scopes.insert(0, self._scope("key", str(principal.key_id)))
         return scopes
 
     def admit(self, principal: Principal) -> Meter:
         """Count one request against every scope; 429 if a scope has no requests or tokens left."""
         scopes = self.scopes(principal)
         for s in scopes:
-            if not self.tokens.test(s.tokens, "tokens", s.kind, s.ident):
-                raise self._refusal(scopes, f"token rate limit reached ({s.tokens.amount}/min per {s.kind})")
+            for name, item in s.tokens.items():
+                if not self.tokens.test(item, name, s.kind, s.ident):
+                    raise self._refusal(
+                        scopes, f"{_words(name)} rate limit reached ({item.amount}/min per {s.kind})"
+                    )
         for s in scopes:
             if not self.requests.hit(s.requests, "requests", s.kind, s.ident):
                 raise self._refusal(
@@ -106,13 +115,49 @@ class RateLimiter:
                 )
         return Meter(self, scopes, self.headers(scopes))
 
-    def charge(self, scopes: list[_Scope], tokens: int) -> None:
+    def charge(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
+        """Add used tokens; over a limit, use up what is left of it, so that the next request waits."""
         for s in scopes:
-            if not self.tokens.hit(s.tokens, "tokens", s.kind, s.ident, cost=tokens):
-                # Over the limit: use up what is left, so that the next request waits.
-                left = self.tokens.get_window_stats(s.tokens, "tokens", s.kind, s.ident).remaining
+            for name, item in s.tokens.items():
+                cost = costs.get(name, 0)
+                if cost <= 0 or self.tokens.hit(item, name, s.kind, s.ident, cost=cost):
+                    continue
+                left = self.tokens.get_window_stats(item, name, s.kind, s.ident).remaining
                 if left > 0:
-                    self.tokens.hit(s.tokens, "tokens", s.kind, s.ident, cost=left)
+                    self.tokens.hit(item, name, s.kind, s.ident, cost=left)
+
+    def reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
+        """Take `costs` from every counter of every scope, or none of them: 429 when one lacks room."""
+        taken: list[tuple[_Scope, str, int]] = []
+        for s in scopes:
+            for name, item in s.tokens.items():
+                cost = costs.get(name, 0)
+                if cost <= 0:
+                    continue
+                if not self.tokens.hit(item, name, s.kind, s.ident, cost=cost):
+                    self._give_back(taken)
+                    raise self._refusal(
+                        scopes,
+                        f"{_words(name)} rate limit reached: this request may use {cost} and "
+                        f"{self.tokens.get_window_stats(item, name, s.kind, s.ident).remaining} of "
+                        f"{item.amount}/min per {s.kind} are left",
+                    )
+                taken.append((s, name, cost))
+
+    def give_back(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
+        """Return reserved tokens that were not used."""
+        self._give_back([(s, name, costs.get(name, 0)) for s in scopes for name in s.tokens])
+
+    def _give_back(self, taken: list[tuple[_Scope, str, int]]) -> None:
+        for s, name, cost in taken:
+            item = s.tokens[name]
+            key = item.key_for(name, s.kind, s.ident)
+            # NOTE: at most the current window's count: a reservation made in the previous window
+            # is not refunded into this one, which would let the sum exceed the limit.
+            _, _, current, _ = self.tokens.storage.get_sliding_window(key, item.get_expiry())
+            refund = min(cost, current)
+            if refund > 0:
+                self.tokens.hit(item, name, s.kind, s.ident, cost=-refund)
 
     def headers(self, scopes: list[_Scope]) -> dict[str, str]:
         """OpenAI's x-ratelimit-* headers for the tightest scope of each kind of limit."""
@@ -120,7 +165,7 @@ class RateLimiter:
         out: dict[str, str] = {}
         for name, limiter, item_of in (
             ("requests", self.requests, lambda s: s.requests),
-            ("tokens", self.tokens, lambda s: s.tokens),
+            ("tokens", self.tokens, lambda s: s.tokens["tokens"]),
         ):
             stats = [
                 (limiter.get_window_stats(item_of(s), name, s.kind, s.ident), item_of(s)) for s in scopes
@@ -142,11 +187,14 @@ class RateLimiter:
         return ApiError(429, "rate_limit_exceeded", message, headers=headers)
 
 
-@traced("rate_limit")
-def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep) -> Meter:
-    """Admit the request under its key's and tenant's limits (ask, chat, search, agent runs)."""
+def _words(counter: str) -> str:
+    return {"tokens": "token", "input_tokens": "input token", "output_tokens": "output token"}[counter]
+
+
+def rate_limiter(state: AppState) -> RateLimiter | None:
+    """The process's limiter (None with limits off), built on first use."""
     if not state.settings.limits.enabled:
-        return Meter(None, [])
+        return None
     limiter = state.extras.get("rate_limiter")
     if limiter is None:
         with _build_lock:
@@ -154,17 +202,27 @@ def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep)
                 storage = limit_storage(state.settings, state.engine)
                 state.extras["rate_limiter"] = RateLimiter(state.settings, storage)
             limiter = state.extras["rate_limiter"]
-    meter = limiter.admit(principal)
+    return limiter
+
+
+def admit(state: AppState, principal: Principal) -> Meter:
+    """Admit one request of `principal` (any entry point: HTTP routes, the MCP server); 429 when over."""
+    limiter = rate_limiter(state)
+    return Meter(None, []) if limiter is None else limiter.admit(principal)
+
+
+def meter_of(state: AppState, principal: Principal) -> Meter:
+    """A meter for work already admitted (a run resumed after a restart): charges, counts no request."""
+    limiter = rate_limiter(state)
+    return Meter(None, []) if limiter is None else Meter(limiter, limiter.scopes(principal))
+
+
+@traced("rate_limit")
+def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep) -> Meter:
+    """Admit the request under its key's and tenant's limits (ask, chat, search, agent runs)."""
+    meter = admit(state, principal)
     request.state.rate_limit_headers = meter.headers  # added to the response by api/main.py
     return meter
 
 
 RateLimit = Annotated[Meter, Depends(rate_limited)]
-
-
-async def charging(events: AsyncIterator[dict], meter: Meter) -> AsyncIterator[dict]:
-    """Pass pipeline events through, charging the `done` event's token usage to the meter."""
-    async for event in events:
-        if event["type"] == "done":
-            await asyncio.to_thread(meter.charge, event.get("usage") or {})
-        yield event

@@ -15,21 +15,36 @@ DEMO_QUESTION = "How many tokens does a KV cache block hold by default?"
 
 
 def wait_ready(client: httpx.Client, timeout: float = 300) -> None:
+    """Until the API is ready, but for the worker: uploads queue until it comes (a worker can take
+    minutes to start on a busy machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if client.get("/readyz").status_code == 200:
+            resp = client.get("/readyz")
+            if resp.status_code == 200:
                 return
-        except httpx.TransportError:
+            checks = resp.json().get("error", {}).get("details") or {}
+            if checks and all(v == "ok" for k, v in checks.items() if k != "worker"):
+                return
+        except (httpx.TransportError, ValueError):
             pass
         time.sleep(0.5)
     raise TimeoutError("the API did not become ready")
 
 
-def seed_demo(base_url: str) -> None:
-    """Ingest the demo corpus if the default tenant has no collection; print how to try it."""
+def seed_demo(base_url: str, auth_required: bool = False) -> None:
+    """Ingest the demo corpus if the default tenant has no collection; print how to try it.
+    With API keys required there is no key to ingest it with: say what to do instead."""
     with httpx.Client(base_url=base_url, timeout=300) as client:
         wait_ready(client)
+        if auth_required:
+            typer.secho(
+                f"Serving at {base_url} with API keys required; the demo corpus was not ingested. "
+                "Next: create a key (`groundwork keys create <name> --tenant <tenant>`), then create a "
+                "collection and upload documents with it (Authorization: Bearer <key>).",
+                fg="yellow",
+            )
+            return
         if client.get("/v1/collections").json():
             typer.secho(f"Ready at {base_url}", fg="green")
             return

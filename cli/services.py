@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 
@@ -13,6 +12,7 @@ import uvicorn
 
 from cli.db import upgrade_database
 from cli.demo import seed_demo
+from cli.supervise import SupervisedWorker
 from core.database import DatabaseNotReady
 from core.registry import ModelNotAvailable, resolve_model
 from core.runtime import DatabaseHandle, open_database
@@ -78,9 +78,9 @@ def worker(
         database.close()
 
 
-def _seed_demo_quietly(url: str) -> None:
+def _seed_demo_quietly(url: str, auth_required: bool) -> None:
     try:
-        seed_demo(url)
+        seed_demo(url, auth_required)
     except Exception as exc:  # the platform runs on without its demo
         typer.secho(f"demo corpus not ingested: {type(exc).__name__}: {exc}", fg="yellow", err=True)
 
@@ -107,17 +107,15 @@ def up(
         _fail(str(exc))
     prepare_broker_tables(*broker_urls(settings, database.url))
     env = {**os.environ, "GROUNDWORK_DATABASE_URL": database.url}
-    worker_proc = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], env=env)
+    worker = SupervisedWorker(
+        [sys.executable, "-m", "cli.main", "worker"], env, settings.data_dir / "worker.pid"
+    ).start()
     url = f"http://{settings.api_host}:{settings.api_port}"
     typer.secho(f"Groundwork is starting at {url}  (readiness: {url}/readyz, docs: {url}/docs)", fg="green")
     typer.secho(f"Admin UI: {url}/ui/", fg="green")
-    threading.Thread(target=_seed_demo_quietly, args=(url,), daemon=True).start()
+    threading.Thread(target=_seed_demo_quietly, args=(url, settings.auth_required), daemon=True).start()
     try:
         serve_api(settings, database, preload_engine=True)
     finally:
-        worker_proc.send_signal(signal.SIGTERM)
-        try:
-            worker_proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker_proc.kill()
+        worker.stop()
         database.close()

@@ -3,7 +3,11 @@
 Each step has a token budget (`max_num_batched_tokens`) and a sequence cap (`max_num_seqs`). Running
 sequences go first, oldest first: a decoding sequence needs one token, a prefilling one gets its next
 chunk (at most `prefill_chunk_size`), so a long prompt is spread over several steps and never stalls
-the decodes batched with it. Leftover budget admits waiting sequences (first come, first served).
+the decodes batched with it. Leftover budget admits waiting sequences: equal shares with borrowing
+between tenants (`SamplingParams.cache_salt`, which the platform sets to the tenant): the next one
+admitted is the oldest waiting sequence of the tenant with the fewest running, so a tenant that
+queued hundreds of sequences delays another's by at most the sequences already running. With one
+tenant (or none named) this is first come, first served.
 
 When the block pool cannot hold a running sequence's next tokens, the most recently admitted running
 sequence is preempted by recompute: its blocks are freed and it goes back to the front of the waiting
@@ -13,7 +17,7 @@ queue with `num_computed_tokens = 0` (its prefix-cached blocks usually make the 
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 
 from inference.block_manager import BlockManager
 from inference.model_runner import ScheduledBatch
@@ -52,6 +56,14 @@ class Scheduler:
             self.waiting.remove(seq)
         seq.status = SeqStatus.FINISHED
         self.block_manager.free(seq)
+
+    def _next_waiting(self) -> Sequence:
+        """The oldest waiting sequence of the tenant with the fewest running (see the module note)."""
+        first = self.waiting[0]
+        if all(s.params.cache_salt == first.params.cache_salt for s in self.waiting):
+            return first
+        running = Counter(s.params.cache_salt for s in self.running)
+        return min(enumerate(self.waiting), key=lambda item: (running[item[1].params.cache_salt], item[0]))[1]
 
     def _chunk(self, seq: Sequence, budget: int) -> int:
         """Tokens to compute for `seq` this step; speculative proposals beyond it are dropped."""
@@ -98,7 +110,7 @@ class Scheduler:
 
         # Admitting while preempting would only thrash: the freed blocks go to the running sequences.
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = self.waiting[0]
+            seq = self._next_waiting()
             looked_up = not seq.block_table
             if looked_up:
                 seq.num_computed_tokens = self.block_manager.match_prefix(seq)
@@ -107,7 +119,7 @@ class Scheduler:
                 self.block_manager.free(seq)
                 seq.num_computed_tokens = 0
                 break
-            self.waiting.popleft()
+            self.waiting.remove(seq)
             if looked_up and self.block_manager.enable_prefix_caching:  # counted once per admission
                 self.prefix_cache_queries += seq.num_tokens
                 self.prefix_cache_hits += seq.num_computed_tokens

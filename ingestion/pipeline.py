@@ -93,12 +93,19 @@ class Heartbeat:
 
 @traced("ingest.embed")
 def embed_with_reuse(
-    sessions: sessionmaker[Session], collection_id: uuid.UUID, texts: list[str], embedder: Embedder
+    sessions: sessionmaker[Session],
+    collection_id: uuid.UUID,
+    texts: list[str],
+    embedder: Embedder,
+    group: int | None = None,
+    between: Callable[[], None] = lambda: None,
 ) -> tuple[np.ndarray, list[bool]]:
     """Vectors for `texts`, re-using any the collection already stores for an identical text.
 
     Returns the vectors and, per text, whether it was sent to the model (only the first of equal
-    texts is). NOTE: reuse is sound because a collection has exactly one model.
+    texts is). The model runs over `group` texts at a time, `between()` before each group (it
+    raises to stop: the documents were cancelled or deleted). NOTE: reuse is sound because a
+    collection has exactly one model.
     """
     hashes = [text_hash(t) for t in texts]
     with session_scope(sessions) as session:
@@ -112,10 +119,11 @@ def embed_with_reuse(
     first = {h: i for i, h in reversed(list(enumerate(hashes)))}
     fresh = [h not in known and first[h] == i for i, h in enumerate(hashes)]
     missing = [i for i, new in enumerate(fresh) if new]
-    if missing:
-        known.update(
-            zip((hashes[i] for i in missing), embedder.encode([texts[i] for i in missing]), strict=True)
-        )
+    step = group or max(1, len(missing))
+    for at in range(0, len(missing), step):
+        between()
+        part = missing[at : at + step]
+        known.update(zip((hashes[i] for i in part), embedder.encode([texts[i] for i in part]), strict=True))
     vectors = np.stack([known[h] for h in hashes]) if hashes else np.zeros((0, embedder.dim), np.float32)
     return vectors, fresh
 
@@ -153,6 +161,7 @@ def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
         knobs.ocr_max_pages,
     )
     annotate({"groundwork.bytes": len(data), "groundwork.parsed.text": content(parsed.text)})
+    del data
     return Prepared(claim, parsed, [], {"parse": time.perf_counter() - t0})
 
 
@@ -267,7 +276,10 @@ def process_documents(
     skipped, superseded). Only transient errors escape, for the caller to retry the whole group
     (documents already indexed are then skipped)."""
     with session_scope(ctx.sessions) as session:
-        claims = state.claim_all(session, job_id, document_ids, task_id, ctx.settings.ingestion.stale_after_s)
+        knobs = ctx.settings.ingestion
+        claims = state.claim_all(
+            session, job_id, document_ids, task_id, knobs.stale_after_s, knobs.max_attempts
+        )
     claimed = {c.document_id for c in claims}
     outcomes: dict[uuid.UUID, str] = {d: "skipped" for d in document_ids if d not in claimed}
     if not claims:
@@ -295,9 +307,28 @@ def _embed_and_store(ctx: PipelineContext, items: list[Prepared], outcomes: dict
     t0 = time.perf_counter()
     first = items[0].claim
     texts = [d.embed_text for item in items for d in item.drafts]
-    vectors, fresh = embed_with_reuse(
-        ctx.sessions, first.collection_id, texts, ctx.embedder_for(first.embedding_model)
-    )
+    claims = [i.claim for i in items]
+
+    def still_wanted() -> None:
+        with session_scope(ctx.sessions) as session:
+            if not state.still_claimed(session, claims):
+                raise state.Superseded("every document of the group was cancelled, deleted or re-uploaded")
+
+    try:
+        vectors, fresh = embed_with_reuse(
+            ctx.sessions,
+            first.collection_id,
+            texts,
+            ctx.embedder_for(first.embedding_model),
+            ctx.settings.ingestion.embed_group,
+            still_wanted,
+        )
+    except state.Superseded:
+        log.info("job %s: embedding stopped, its documents are no longer wanted", first.job_id)
+        for claim in claims:
+            outcomes[claim.document_id] = "superseded"
+            _discard_orphan_blob(ctx, claim.blob_key)
+        return
     share = (time.perf_counter() - t0) / max(1, len(texts))
     offset = 0
     for item in items:

@@ -67,11 +67,7 @@ def find_stuck(
     resend: list[tuple[uuid.UUID, uuid.UUID]] = []
     for doc in dead:
         if doc.attempts >= max_attempts:
-            reason = (
-                f"gave up: the worker processing this document died {doc.attempts} times "
-                f"(last in {doc.status})"
-            )
-            state.fail_document(session, doc.id, reason)
+            state.fail_document(session, doc.id, state.worker_lost(doc.attempts, str(doc.status)))
             continue
         log.warning(
             "re-queueing document %s of job %s: its worker stopped (%s)", doc.id, doc.job_id, doc.status

@@ -51,17 +51,36 @@ def _locked_document(session: Session, document_id: uuid.UUID) -> Document | Non
     return session.get(Document, document_id, with_for_update=True, populate_existing=True)
 
 
-def claim_all(
-    session: Session, job_id: uuid.UUID, document_ids: list[uuid.UUID], task_id: str, stale_after_s: float
-) -> list[Claim]:
-    """Take the documents for this task; those with nothing to do are left out.
+def worker_lost(attempts: int, stage: str) -> str:
+    return (
+        f"worker_lost: the worker processing this document died {attempts} times (last in {stage}); "
+        "it is not tried again (a file that kills its worker)"
+    )
 
-    NOTE: documents are locked in id order and the job row last, the lock order of every writer.
+
+def claim_all(
+    session: Session,
+    job_id: uuid.UUID,
+    document_ids: list[uuid.UUID],
+    task_id: str,
+    stale_after_s: float,
+    max_attempts: int | None = None,
+) -> list[Claim]:
+    """Take the documents for this task; those with nothing to do are left out, and those whose
+    worker died `max_attempts` times are failed (`worker_lost`) instead of tried again.
+
+    NOTE: documents are locked in id order and the job row last, the lock order of every writer
+    (the documents failed here lock the job after every document).
     """
     now = db_now(session)
+    lost: list[tuple[Document, str]] = []
     claims = [
-        c for d in sorted(set(document_ids)) if (c := _claim(session, d, job_id, task_id, stale_after_s, now))
+        c
+        for d in sorted(set(document_ids))
+        if (c := _claim(session, d, job_id, task_id, stale_after_s, now, max_attempts, lost))
     ]
+    for doc, stage in lost:
+        fail_document(session, doc.id, worker_lost(doc.attempts, stage))
     if claims:
         session.execute(
             update(IngestionJob)
@@ -87,6 +106,8 @@ def _claim(
     task_id: str,
     stale_after_s: float,
     now: datetime,
+    max_attempts: int | None,
+    lost: list[tuple[Document, str]],
 ) -> Claim | None:
     doc = _locked_document(session, document_id)
     if doc is None or doc.job_id != job_id or doc.status in TERMINAL:
@@ -95,8 +116,14 @@ def _claim(
         alive = doc.heartbeat_at is not None and now - doc.heartbeat_at < timedelta(seconds=stale_after_s)
         if alive:
             return None  # a live worker has it; if it dies, recovery re-queues it
-    if doc.claimed_by != task_id:
+    # NOTE: our own message again while the document is mid-way under our claim: the process that
+    # ran it died (acks_late + reject_on_worker_lost redeliver the message at once). That counts
+    # as an attempt, or a file that kills its worker would be redelivered forever.
+    if doc.claimed_by != task_id or doc.status in IN_PROGRESS:
         doc.attempts += 1
+    if max_attempts is not None and doc.attempts > max_attempts:
+        lost.append((doc, str(doc.status)))
+        return None
     doc.status, doc.claimed_by, doc.heartbeat_at = DocumentStatus.parsing, task_id, now
     collection = session.get(Collection, doc.collection_id)
     return Claim(
@@ -111,6 +138,29 @@ def _claim(
         embedding_dim=collection.embedding_dim,
         chunking=dict(collection.chunking or {}),
     )
+
+
+def release_for_retry(session: Session, document_ids: list[uuid.UUID], task_id: str) -> None:
+    """The task retries after a transient error: its documents go back to queued under its claim,
+    so the retry is not taken for a dead worker's redelivery (see `_claim`)."""
+    session.execute(
+        update(Document)
+        .where(Document.id.in_(document_ids), Document.claimed_by == task_id)
+        .where(Document.status.in_(IN_PROGRESS))
+        .values(status=DocumentStatus.queued)
+    )
+
+
+def still_claimed(session: Session, claims: list[Claim]) -> set[uuid.UUID]:
+    """The claimed documents still ours (a cancel, delete or re-upload takes them away)."""
+    if not claims:
+        return set()
+    rows = session.execute(
+        select(Document.id)
+        .where(Document.id.in_([c.document_id for c in claims]), Document.claimed_by == claims[0].task_id)
+        .where(Document.status.in_(IN_PROGRESS))
+    )
+    return set(rows.scalars())
 
 
 def set_stage(session: Session, claims: list[Claim], status: DocumentStatus) -> set[uuid.UUID]:

@@ -14,6 +14,7 @@ from celery.signals import worker_ready, worker_shutdown
 from core.database import make_engine, make_session_factory, session_scope
 from ingestion import state, tracing  # noqa: F401 (tracing connects the task signals)
 from ingestion.errors import INTERNAL_ERROR, is_transient
+from ingestion.liveness import AliveLock
 from ingestion.pipeline import PipelineContext, process_documents
 from ingestion.recovery import Reaper
 from ingestion.uploads import INGEST_TASK, enqueue
@@ -21,7 +22,7 @@ from ingestion.uploads import INGEST_TASK, enqueue
 log = logging.getLogger(__name__)
 
 _CONTEXTS: dict[int, PipelineContext] = {}
-_REAPERS: list[Reaper] = []
+_REAPERS: list[Reaper | AliveLock] = []
 
 
 def _context(app=None) -> PipelineContext:
@@ -59,6 +60,11 @@ def ingest_documents(self, job_id: str, document_ids: list[str]) -> dict[str, st
         if is_transient(exc) and self.request.retries < knobs.max_retries:
             countdown = min(knobs.retry_backoff_max_s, 2**self.request.retries) * (0.5 + random.random())
             log.warning("job %s: transient %s, retry in %.1fs", job_id, type(exc).__name__, countdown)
+            try:
+                with session_scope(ctx.sessions) as session:
+                    state.release_for_retry(session, ids, self.request.id)
+            except Exception:  # the database is what failed: the retry then counts as an attempt
+                log.warning("job %s: claims not released before the retry", job_id, exc_info=True)
             raise self.retry(exc=exc, countdown=countdown) from None
         log.exception("job %s: documents failed", job_id)
         reason = (
@@ -78,9 +84,15 @@ def ingest_documents(self, job_id: str, document_ids: list[str]) -> dict[str, st
 def _start_reaper(sender=None, **_) -> None:
     app = getattr(sender, "app", None) or current_app
     settings = app.conf.get("groundwork_settings")
-    if settings is None or settings.ingestion.recovery_interval_s <= 0:
+    if settings is None:
         return
-    sessions = make_session_factory(make_engine(app.conf.groundwork_database_url))
+    engine = make_engine(app.conf.groundwork_database_url)
+    alive = AliveLock(engine, settings.celery_queue)
+    alive.start()
+    _REAPERS.append(alive)
+    if settings.ingestion.recovery_interval_s <= 0:
+        return
+    sessions = make_session_factory(engine)
     reaper = Reaper(sessions, lambda job_id, ids: enqueue(app, settings, job_id, ids), settings)
     reaper.start()
     _REAPERS.append(reaper)

@@ -19,11 +19,12 @@ from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field
 
-from agents.chat_model import AgentChatModel, ModelTurn, ToolCall
+from agents.chat_model import AgentChatModel, ModelTurn, ToolCall, validate_call
 from agents.mcp.pool import McpUnavailable
 from agents.mcp.toolbox import UNTRUSTED, McpToolbox
 from agents.qa.attribution import content_words
 from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
+from agents.tools.knowledge import close_quote
 from core.tracing import annotate, traced
 
 OBSERVATION_CHARS = 1200
@@ -57,7 +58,7 @@ class RunState(TypedDict, total=False):
     usage: Annotated[dict[str, int], _add_usage]  # prompt_tokens, completion_tokens, llm_calls, tool_calls
     answer: str | None
     citations: list[dict]
-    finish_reason: str | None  # answered | budget_exhausted | cancelled | error
+    finish_reason: str | None  # answered | budget_exhausted | plan_done | cancelled | error
     detail: str | None  # why a run stopped, when not answered
 
 
@@ -146,6 +147,10 @@ def stop(reason: str, detail: str) -> dict:
 async def run_calls(state: RunState, deps: AgentDeps, calls: list[ToolCall]) -> tuple[list[str], dict]:
     """Run the calls; each gives an observation (errors included). Calls to client tools pause the
     run (interrupt) until the caller posts their outputs. Returns observations and a state update."""
+    # NOTE: calls built from a plan (ReWOO fills one argument) skip the model's validation: a call
+    # missing a field its schema requires is an error observation, never sent to the client.
+    offered = deps.offered(with_final=False)
+    calls = [c if c.error else validate_call(c, offered) for c in calls]
     events: list[dict] = [{"type": "tool_call", **c.as_dict()} for c in calls]
     observations: dict[str, str] = {}
     values: dict[str, object] = {}  # a tool's plain result (calculator's number), for #E references
@@ -251,7 +256,7 @@ def final_call(turn: ModelTurn) -> ToolCall | None:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= OBSERVATION_CHARS else text[: OBSERVATION_CHARS - 1] + "…"
+    return text if len(text) <= OBSERVATION_CHARS else close_quote(text[: OBSERVATION_CHARS - 1] + "…")
 
 
 def merge_updates(*updates: dict) -> dict:

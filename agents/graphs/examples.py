@@ -10,7 +10,7 @@ from agents.tools import FINAL_ANSWER
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 
 QUESTION = "Who wrote the Foo report?"
-OBSERVATION = "[1] foo-report.txt: The Foo report was written by Ada Lane in 2019."
+OBSERVATION = "[1] foo-report.txt: <doc>The Foo report was written by Ada Lane in 2019.</doc>"
 ANSWER = {"answer": "Ada Lane wrote the Foo report [1].", "sources": [1]}
 
 
@@ -33,12 +33,14 @@ PAIR_EVIDENCE = [
     (
         "search",
         "Bar festival",
-        "[1] bar-festival.txt: The Bar festival started in 1988 in Linden.\n[2] linden.txt: Linden is a town",
+        "[1] bar-festival.txt: <doc>The Bar festival started in 1988 in Linden.</doc>\n"
+        "[2] linden.txt: <doc>Linden is a town</doc>",
     ),
     (
         "search",
         "Baz river",
-        "[4] baz-river.txt: The Baz river flows north into Lake Qux.\n[5] qux.txt: Lake Qux is",
+        "[4] baz-river.txt: <doc>The Baz river flows north into Lake Qux.</doc>\n"
+        "[5] qux.txt: <doc>Lake Qux is</doc>",
     ),
 ]
 PAIR_ANSWER = {

@@ -24,6 +24,7 @@ from agents.graphs.common import (
     emit,
     final_call,
     finish,
+    forced_answer,
     llm_turn,
     merge_updates,
     over_budget,
@@ -127,14 +128,31 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     turn, update = await llm_turn(deps, "replanner", messages, tools)
     if final := final_call(turn):
         return merge_updates(update, finish({**state, **update}, final))
-    call = next((c for c in turn.tool_calls if c.error is None), None)
-    if call is None:
+    call = next((c for c in turn.tool_calls if c.name == REPLAN_TOOL), None)
+    steps = call.arguments.get("steps") if call is not None else None
+    # NOTE: an empty step list breaks the tool's minItems (a server that does not constrain, or a
+    # blank step) yet means "nothing left to do": the run finishes with what it has.
+    if isinstance(steps, list) and not any(isinstance(s, str) and s.strip() for s in steps):
+        return merge_updates(update, await _nothing_left({**state, **update}, deps, messages))
+    if call is None or call.error is not None:
         return {
             **update,
             **stop("error", f"the re-planner gave neither an answer nor a plan ({turn.finish_reason})"),
         }
-    plan = check_plan(call.arguments["steps"])
+    plan = check_plan(steps)
     return merge_updates(update, emit({"type": "plan", "plan": plan, "replanned": True}), {"plan": plan})
+
+
+async def _nothing_left(state: PlanExecuteState, deps: AgentDeps, messages: list[dict]) -> dict:
+    """The re-planner wants no more steps but gave no answer: the work is done, so the model answers
+    from the results it has (one turn that may only call final_answer); failing that, the run ends
+    `plan_done` with the last step's result as its answer."""
+    forced, answered = await forced_answer(state, deps, messages)
+    if answered:
+        return forced
+    past = state.get("past_steps", [])
+    update = merge_updates(forced, stop("plan_done", "the re-planner left no steps and wrote no answer"))
+    return {**update, "answer": past[-1]["result"] if past else None}
 
 
 def _next(state: PlanExecuteState) -> str:

@@ -28,11 +28,12 @@ from agents.graphs.common import (
     run_calls,
     stop,
 )
+from agents.tools.knowledge import UNTRUSTED_NOTE
 
 SYSTEM = (
     "You complete the user's task with tools. Call search to find facts in the documents. "
     "When an observation answers the task, call final_answer with a short answer and the numbers "
-    "of the sources it comes from."
+    f"of the sources it comes from. {UNTRUSTED_NOTE}"
 )
 
 

@@ -32,6 +32,7 @@ from agents.graphs.common import (
     stop,
 )
 from agents.tools import BUILTIN, FINAL_ANSWER
+from agents.tools.knowledge import UNTRUSTED_NOTE, close_quote
 
 PLAN_TOOL = "plan"
 MAX_PLAN_STEPS = 4
@@ -47,7 +48,7 @@ PLANNER = (
 )
 SOLVER = (
     "Answer the task from the evidence: a short sentence for each #E with the number of its source. "
-    "Call final_answer with the answer and those source numbers."
+    f"Call final_answer with the answer and those source numbers. {UNTRUSTED_NOTE}"
 )
 
 
@@ -175,7 +176,7 @@ def _cut(text: str, limit: int) -> str:
     """The text up to `limit` characters, cut at a word. NOTE: no "…" mark: small solvers copy the
     evidence into the answer and took a trailing "…" for its end (Qwen 0.5B: 5 of 12 tasks answered
     both halves with the mark, 8 of 12 without)."""
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0]
+    return text if len(text) <= limit else close_quote(text[:limit].rsplit(" ", 1)[0])
 
 
 async def solver(state: RewooState, config: RunnableConfig) -> dict:

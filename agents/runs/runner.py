@@ -20,7 +20,7 @@ import psycopg
 from langgraph.types import Command
 from sqlalchemy.orm import Session, sessionmaker
 
-from agents.chat_model import AgentChatModel
+from agents.chat_model import AgentChatModel, TokenGate, TokenLimitReached
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.mcp import McpPool, McpToolbox
@@ -44,6 +44,7 @@ class AgentRunner:
         database_url: str,
         backend: Callable[[], ChatBackend],
         mcp: McpPool | None = None,
+        gate_for: Callable[[AgentRun], TokenGate | None] = lambda run: None,
     ) -> None:
         self.sessions, self.settings, self.database_url, self.backend = (
             sessions,
@@ -52,12 +53,17 @@ class AgentRunner:
             backend,
         )
         self.mcp = mcp
+        # Who pays for a run's LLM calls: the gate its segment was started with (the caller's key),
+        # else `gate_for(run)` (a run resumed after a restart: its tenant).
+        self.gate_for = gate_for
+        self.gates: dict[uuid.UUID, TokenGate] = {}
         self.tasks: dict[uuid.UUID, asyncio.Task] = {}
         self.listeners: dict[uuid.UUID, list[asyncio.Queue]] = {}
         self._cancelling: set[uuid.UUID] = set()
         self._saver = None
         self._pool = None
         self._lock = asyncio.Lock()
+        self._recovering = asyncio.Lock()
         self.recovered = False
 
     async def saver(self):
@@ -68,21 +74,37 @@ class AgentRunner:
 
     # --- starting and resuming -----------------------------------------------------------------
 
-    def start(self, run_id: uuid.UUID, resume: Any = None, fresh: bool = False) -> asyncio.Task:
-        """Run the next segment in the background (from the start, a resume value, or the last checkpoint)."""
+    def start(
+        self, run_id: uuid.UUID, resume: Any = None, fresh: bool = False, gate: TokenGate | None = None
+    ) -> asyncio.Task:
+        """Run the next segment in the background (from the start, a resume value, or the last
+        checkpoint); its LLM calls are charged through `gate`."""
         if run_id in self.tasks:
             raise RuntimeError(f"run {run_id} is already working")
+        if gate is not None:
+            self.gates[run_id] = gate
         task = asyncio.create_task(self._drive(run_id, resume, fresh))
         self.tasks[run_id] = task
-        task.add_done_callback(
-            lambda _: self.tasks.pop(run_id, None) if self.tasks.get(run_id) is task else None
-        )
+
+        def done(_: asyncio.Task) -> None:
+            if self.tasks.get(run_id) is task:
+                self.tasks.pop(run_id, None)
+                self.gates.pop(run_id, None)
+
+        task.add_done_callback(done)
         return task
 
     async def recover(self) -> list[uuid.UUID]:
-        """Resume runs a previous process left mid-segment; prune finished runs' checkpoints."""
-        await self.saver()
-        self.recovered = True
+        """Resume runs a previous process left mid-segment; prune finished runs' checkpoints.
+        Once per process (at start-up, or by the first agents route that finds it not done)."""
+        async with self._recovering:
+            if self.recovered:
+                return []
+            await self.saver()
+            self.recovered = True
+            return self._resume_active()
+
+    def _resume_active(self) -> list[uuid.UUID]:
         with self.sessions() as session:
             ids = [r.id for r in session.query(AgentRun).filter(AgentRun.status.in_(ACTIVE))]
             pruned = prune_finished(session)
@@ -140,7 +162,8 @@ class AgentRunner:
         context = ToolContext(
             self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
         )
-        model = AgentChatModel(backend, cache_salt=str(run.tenant_id))
+        gate = self.gates.get(run.id) or self.gate_for(run)
+        model = AgentChatModel(backend, cache_salt=str(run.tenant_id), gate=gate)
         return AgentDeps(
             model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
         )
@@ -177,6 +200,9 @@ class AgentRunner:
             except TimeoutError:
                 values = (await graph.aget_state(config)).values
                 values = {**values, "finish_reason": "budget_exhausted", "detail": "wall-clock budget spent"}
+            except TokenLimitReached as exc:
+                values = (await graph.aget_state(config)).values
+                values = {**values, "finish_reason": "budget_exhausted", "detail": str(exc)}
             except asyncio.CancelledError:
                 run.active_s += time.monotonic() - started
                 if run_id not in self._cancelling:

@@ -17,6 +17,7 @@ FINISHED = ("completed", "failed", "cancelled")
 STATUS_OF = {
     "answered": "completed",
     "budget_exhausted": "completed",
+    "plan_done": "completed",  # plan_execute: no steps left, no answer written (the last result is kept)
     "cancelled": "cancelled",
     "error": "failed",
 }

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy.orm import Session
 from sse_starlette import ServerSentEvent
 
@@ -19,12 +20,14 @@ from agents.mcp import allowed_servers
 from agents.runs.runner import AgentRunner
 from agents.runs.store import WAITING, get_run, list_runs, run_dict
 from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
-from api.deps import CurrentTenant, StateDep
+from api.admission import answer_slots
+from api.charging import AgentTokenGate
+from api.deps import CurrentTenant, Principal, StateDep
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.lookups import get_collection
 from api.mcp.pool import mcp_pool
-from api.ratelimit import Meter, RateLimit
+from api.ratelimit import Meter, RateLimit, meter_of
 from api.schemas.agents import AgentRunList, AgentRunOut, AgentRunSummary
 from api.schemas.common import event_stream
 from api.state import AppState
@@ -32,6 +35,7 @@ from api.streaming import event_source, sse
 from core.models import AgentRun, Tenant
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
+log = logging.getLogger("groundwork.agents")
 AgentKind = Literal["react", "rewoo", "plan_execute"]
 assert set(KINDS) == {"react", "rewoo", "plan_execute"}
 
@@ -75,10 +79,24 @@ class ToolOutputsBody(BaseModel):
     tool_outputs: list[ToolOutput] = Field(min_length=1)
     stream: bool = False
 
+    @field_validator("tool_outputs")
+    @classmethod
+    def _one_output_per_call(cls, outputs: list[ToolOutput]) -> list[ToolOutput]:
+        ids = [o.tool_call_id for o in outputs]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"tool_call_id given more than once: {twice}")
+        return outputs
+
 
 class PlanBody(BaseModel):
     plan: list | None = Field(default=None, description="A replacement plan; omit to approve as is.")
     stream: bool = False
+
+
+def agent_gate(state: AppState, meter: Meter, tenant: uuid.UUID) -> AgentTokenGate:
+    """How a run's LLM calls are admitted: tokens on `meter`, answer slots of `tenant`."""
+    return AgentTokenGate(meter, answer_slots(state), str(tenant))
 
 
 def agent_runner(state: AppState) -> AgentRunner:
@@ -90,6 +108,9 @@ def agent_runner(state: AppState) -> AgentRunner:
             state.database.url,
             lambda: chat_backend(state),
             mcp_pool(state),
+            lambda run: agent_gate(
+                state, meter_of(state, Principal(run.tenant_id, None, frozenset())), run.tenant_id
+            ),
         )
         state.extras["agent_runner"] = runner
     return runner
@@ -113,7 +134,36 @@ def check_mcp_servers(state: AppState, session: Session, tenant: uuid.UUID, name
         raise ApiError(422, "mcp_server_not_allowed", str(exc)) from None
 
 
+def check_client_tool_sizes(tools: list[dict], limit: int) -> None:
+    """422 for a client tool too large to offer (see `agents.max_client_tool_chars`)."""
+    for tool in tools:
+        size = len(json.dumps(tool))
+        if size > limit:
+            name = (tool.get("function") or {}).get("name")
+            raise ApiError(
+                422,
+                "tool_too_large",
+                f"client tool {name!r} is {size} characters of JSON; at most {limit} "
+                "(agents.max_client_tool_chars): its schema goes into every prompt and grammar",
+            )
+
+
+async def recover_runs(state: AppState) -> None:
+    """At API start-up: resume the runs a killed process left `running` (not only when some agents
+    route is called)."""
+    try:
+        ids = await agent_runner(state).recover()
+    except Exception:  # the database may still be starting; the first agents route tries again
+        log.warning("agent runs not recovered at start-up", exc_info=True)
+        return
+    if ids:
+        log.info("resumed %d agent runs left running by a previous process", len(ids))
+
+
 async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:
+    check_client_tool_sizes(
+        [t for t in body.tools if isinstance(t, dict)], state.settings.agents.max_client_tool_chars
+    )
     collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(body.collections)]
     servers = check_mcp_servers(state, session, tenant, body.mcp_servers)
     # `tools` is exactly what the agent may use; without it (and MCP servers), the default built-ins.
@@ -151,20 +201,17 @@ async def advance(
     fresh: bool = False,
 ):
     """Run the next segment; stream its events, return at once, or return the run at its next stop.
-    Every segment is admitted by the rate limits; the tokens of a segment waited for are charged."""
+    Every segment is admitted by the rate limits, and each of its LLM calls charged to the caller
+    (api/charging.py), whether the caller waits, streams, leaves or runs it in the background."""
     runner = await ready_runner(state)
     queue = runner.subscribe(run.id) if stream else None
-    runner.start(run.id, resume=resume, fresh=fresh)
+    runner.start(run.id, resume=resume, fresh=fresh, gate=agent_gate(state, meter, run.tenant_id))
     if stream:
         return event_source(_sse(runner.events(run.id, queue)))
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
-    before = dict(run.usage or {})
     await runner.wait(run.id)
     session.refresh(run)
-    after = run.usage or {}
-    used = {k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in ("prompt_tokens", "completion_tokens")}
-    await asyncio.to_thread(meter.charge, used)
     return run_dict(run)
 
 
@@ -247,6 +294,13 @@ async def review_plan(
     run_id: uuid.UUID, body: PlanBody, tenant: CurrentTenant, state: StateDep, meter: RateLimit
 ):
     """Approve (no `plan`) or replace the plan of a run paused for review; the run resumes."""
+    most = state.settings.agents.max_plan_steps
+    if body.plan is not None and len(body.plan) > most:
+        raise ApiError(
+            422,
+            "invalid_plan",
+            f"the plan has {len(body.plan)} steps; at most {most} (agents.max_plan_steps)",
+        )
     await ready_runner(state)  # NOTE: before any session (see submit_tool_outputs)
     with state.sessions() as session:
         run = run_or_404(session, tenant, run_id)
@@ -276,18 +330,22 @@ async def cancel_run(run_id: uuid.UUID, tenant: CurrentTenant, state: StateDep):
 
 
 async def chat_events(
-    state: AppState, tenant: uuid.UUID, kind: str, task: str, collections: list[str]
+    state: AppState, tenant: uuid.UUID, kind: str, task: str, collections: list[str], meter: Meter
 ) -> AsyncIterator[dict]:
     """An agent run as chat-completion events (`token`, then `done` with citations and usage)."""
     if kind not in KINDS:
         raise ApiError(400, "model_not_found", f"unknown agent {kind!r}: use agent/{' | agent/'.join(KINDS)}")
+    try:
+        body = RunBody(agent=kind, input=task, collections=collections)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "messages[-1].content" if first["loc"][:1] == ("input",) else ".".join(map(str, first["loc"]))
+        raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
     runner = await ready_runner(state)
     with state.sessions() as session:
-        run = await create_run(
-            state, session, tenant, RunBody(agent=kind, input=task, collections=collections)
-        )
+        run = await create_run(state, session, tenant, body)
     queue = runner.subscribe(run.id)
-    runner.start(run.id, fresh=True)
+    runner.start(run.id, fresh=True, gate=agent_gate(state, meter, tenant))
     async for event in runner.events(run.id, queue):
         if event["type"] != "final":
             continue
@@ -306,4 +364,5 @@ async def chat_events(
             },
             "finish_reason": "stop" if event["finish_reason"] == "answered" else "length",
             "agent_run_id": event["id"],
+            "charged": True,  # each LLM call was, by the run
         }

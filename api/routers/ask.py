@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy.orm import Session
 from sse_starlette import ServerSentEvent
@@ -15,12 +16,14 @@ from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
 from api.admission import admitted, answer_slots
+from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
+from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import chat_backend
 from api.lookups import get_collection
 from api.metrics import observed_route, record_ask
-from api.ratelimit import RateLimit, charging
+from api.ratelimit import RateLimit
 from api.schemas.ask import AskOut
 from api.schemas.common import event_stream
 from api.state import AppState
@@ -156,12 +159,19 @@ def embedding_similarity(model_spec: str):
         "(this response's fields), each with its JSON as data; a failure midway ends with `event: error`."
     ),
 )
-async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
+async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
+    qa = state.settings.qa
+    held = await asyncio.to_thread(
+        reserve,
+        meter,
+        estimate_tokens(body.question) + qa.sources_token_budget,
+        body.generation.max_tokens or qa.max_tokens,
+    )
     session = state.sessions()
     scope_to_tenant(session, tenant)
-    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state)), meter)
+    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state), str(tenant)), held)
     events = observed_route(events, state, "ask", tenant)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here
@@ -179,8 +189,15 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
                 session.close()
 
         return event_source(stream())
+
+    async def answer() -> dict:
+        try:
+            return [event async for event in events if event["type"] == "done"][-1]
+        finally:
+            await events.aclose()  # cancelled (client gone): the engine request is aborted now
+
     try:
-        done = [event async for event in events if event["type"] == "done"][-1]
+        done = await unless_disconnected(request, answer())
     finally:
         session.close()
     return {

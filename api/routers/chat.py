@@ -10,22 +10,25 @@ through to the generator (the in-process engine or the configured remote server)
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import ServerSentEvent
 
 from api.admission import admitted, answer_slots
+from api.charging import charging, estimate_tokens, reserve
 from api.chat_limits import build_constraint, check_openai_parameters, precompile
 from api.deps import ReadingTenant, StateDep
+from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import chat_backend, local_engine
 from api.metrics import observed_route
-from api.ratelimit import RateLimit, charging
+from api.ratelimit import Meter, RateLimit
 from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
 from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
@@ -89,7 +92,7 @@ def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
         raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
 
 
-async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIterator[dict]:
+async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Meter) -> AsyncIterator[dict]:
     """Pipeline-shaped events (`token`..., `done`) for either kind of model."""
     max_tokens = body.max_completion_tokens or body.max_tokens
     check_openai_parameters(body.model_extra or {})
@@ -104,7 +107,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             first = exc.errors()[0]
             where = "messages[-1].content" if first["loc"][:1] == ("input",) else "collections"
             raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
-        async for event in agents.chat_events(state, tenant, kind, task, body.collections):
+        async for event in agents.chat_events(state, tenant, kind, task, body.collections, meter):
             yield event
         return
     if body.model.startswith(RAG_PREFIX):
@@ -183,6 +186,18 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
     return sse(None, body.model_dump_json())
 
 
+def _worst_case(state: AppState, body: ChatBody) -> tuple[int, int]:
+    """The prompt and completion tokens to reserve (api/charging.py). Agent runs reserve none here:
+    each of their LLM calls is charged as it is made."""
+    if body.model.startswith(AGENT_PREFIX):
+        return 0, 0
+    prompt = estimate_tokens("".join(m.content for m in body.messages))
+    asked = body.max_completion_tokens or body.max_tokens
+    if body.model.startswith(RAG_PREFIX):
+        return prompt + state.settings.qa.sources_token_budget, asked or state.settings.qa.max_tokens
+    return prompt, asked or 256
+
+
 @router.post(
     "/chat/completions",
     response_model=PlatformChatCompletion,
@@ -191,10 +206,16 @@ def _chunk(cid: str, created: int, model: str, delta: dict, finish_reason=None, 
         "`finish_reason`, `usage` (and a rag/ model's citations), then `data: [DONE]`."
     ),
 )
-async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
+async def chat_completions(
+    request: Request, body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit
+):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    events = charging(admitted(_events(state, tenant, body), answer_slots(state)), meter)
+    held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
+    # NOTE: an agent model's LLM calls take slots one by one (api/charging.py): holding one for the
+    # whole run as well would leave its calls waiting on it.
+    slots = None if body.model.startswith(AGENT_PREFIX) else answer_slots(state)
+    events = charging(admitted(_events(state, tenant, body, meter), slots, str(tenant)), held)
     events = observed_route(events, state, "chat", tenant)
     first = await anext(events)  # 4xx errors surface before any byte is sent
     if body.stream:
@@ -210,12 +231,7 @@ async def chat_completions(body: ChatBody, tenant: ReadingTenant, state: StateDe
             yield sse(None, "[DONE]")
 
         return event_source(stream())
-    text, done = [], {}
-    async for event in _prepend(first, events):
-        if event["type"] == "token":
-            text.append(event["text"])
-        elif event["type"] == "done":
-            done = event
+    text, done = await unless_disconnected(request, _collect(first, events))
     message = AssistantMessage(content=done.get("answer", "".join(text)))
     return PlatformChatCompletion(
         id=cid,
@@ -233,6 +249,20 @@ RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "clai
 def _rag_fields(done: dict) -> dict:
     """The grounded-answer extras of a rag/ model's final event (none for plain models)."""
     return {key: done[key] for key in RAG_FIELDS if key in done}
+
+
+async def _collect(first: dict, events: AsyncIterator[dict]) -> tuple[list[str], dict]:
+    """A non-streamed answer: its text pieces and its `done` event."""
+    text, done = [], {}
+    try:
+        async for event in _prepend(first, events):
+            if event["type"] == "token":
+                text.append(event["text"])
+            elif event["type"] == "done":
+                done = event
+    finally:
+        await events.aclose()  # cancelled (client gone): the engine request is aborted now
+    return text, done
 
 
 async def _prepend(first: dict, rest: AsyncIterator[dict]) -> AsyncIterator[dict]:

@@ -17,6 +17,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from core.settings.agents import AgentSettings
 from core.settings.connectors import ConnectorSettings
 from core.settings.engine import EngineSettings
 from core.settings.ingestion import IngestionSettings
@@ -88,6 +89,7 @@ class Settings(BaseSettings):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     slo: SloSettings = Field(default_factory=SloSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -13,8 +13,10 @@ class IngestionSettings(BaseModel):
     )
     max_parsed_chars: int = Field(
         default=20_000_000,
-        description="An Office file whose text passes this many characters fails as text_too_large, while "
-        "it is parsed (the DOCX/PPTX/XLSX parsers hold the text, never the XML tree).",
+        ge=1,
+        description="A document whose text passes this many characters fails as text_too_large, while an "
+        "Office file is parsed (its parser holds the text, never the XML tree) and after any other parse; "
+        "bounds the memory and time of chunking and embedding one document.",
     )
     ocr_max_pages: int = Field(
         default=200, description="Pages without a text layer read by OCR per PDF (0: no OCR)."
@@ -82,6 +84,14 @@ class IngestionSettings(BaseModel):
         default=660.0, description="Hard limit: the worker process is killed; recovery requeues the rest."
     )
     max_attempts: int = Field(
-        default=3,
-        description="Claims of one document before it fails for good (a file that kills its worker).",
+        default=2,
+        ge=1,
+        description="Attempts of one document whose worker died before it fails for good with "
+        "`worker_lost` (2: one retry; a file that kills its worker is never redelivered forever).",
+    )
+    embed_group: int = Field(
+        default=128,
+        ge=1,
+        description="Texts embedded between two checks that the documents are still wanted: a cancel "
+        "or delete stops the embedding within one group.",
     )

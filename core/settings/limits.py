@@ -28,6 +28,24 @@ class LimitSettings(BaseModel):
         gt=0,
         description="Largest request body the API reads, except multipart uploads (bounded by ingestion).",
     )
+    input_tokens_per_minute_per_key: int | None = Field(
+        default=None,
+        ge=1,
+        description="Prompt (input) tokens per minute of one API key (None: no own limit).",
+    )
+    output_tokens_per_minute_per_key: int | None = Field(
+        default=None,
+        ge=1,
+        description="Completion (output) tokens per minute of one API key (None: no own limit).",
+    )
+    input_tokens_per_minute_per_tenant: int | None = Field(
+        default=None, ge=1, description="Prompt (input) tokens per minute of one tenant (None: no own limit)."
+    )
+    output_tokens_per_minute_per_tenant: int | None = Field(
+        default=None,
+        ge=1,
+        description="Completion (output) tokens per minute of one tenant (None: no own limit).",
+    )
     max_documents_per_tenant: int = Field(
         default=1_000_000, ge=0, description="Documents one tenant may store, over all its collections."
     )

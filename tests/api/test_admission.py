@@ -78,3 +78,45 @@ def test_without_a_target_the_ceiling_is_a_fixed_limit(clock):
     for t in tickets:
         slots.release(t, generated=True)
     assert slots.limit == 3
+
+
+def test_a_flooding_tenant_cannot_take_every_slot(clock):
+    slots = AnswerSlots(ceiling=4, target=None)
+    flood = [slots.admit("d") for _ in range(4)]  # alone, tenant d borrows every slot
+    with pytest.raises(ApiError):
+        slots.admit("d")
+    b = slots.admit("b")  # under its share (4 // 2): admitted past the limit
+    slots.admit("b")
+    with pytest.raises(ApiError):
+        slots.admit("b")  # at its share now
+    with pytest.raises(ApiError):
+        slots.admit("d")
+    slots.release(b, generated=True)
+    for ticket in flood[:3]:
+        slots.release(ticket, generated=True)
+    assert slots.admit("d") and slots.admit("d")  # d below the limit again: borrows
+
+
+def test_agent_calls_wait_for_a_slot_and_leave_another_tenants_share_alone(clock):
+    import asyncio
+
+    async def scenario() -> list[str]:
+        slots = AnswerSlots(ceiling=1, target=None)
+        held = slots.admit("d")
+        order: list[str] = []
+
+        async def agent_call() -> None:
+            ticket = await slots.wait("d")
+            order.append("agent")
+            slots.release(ticket, generated=False)
+
+        waiting = asyncio.create_task(agent_call())
+        await asyncio.sleep(0.01)
+        assert not order  # d holds its share: the call waits, no 503
+        order.append("ask b")
+        slots.release(slots.admit("b"), generated=True)  # another tenant is still admitted
+        slots.release(held, generated=True)
+        await asyncio.wait_for(waiting, 5)
+        return order
+
+    assert asyncio.run(scenario()) == ["ask b", "agent"]

@@ -129,3 +129,29 @@ def test_smollm2_preemption_and_chunking_keep_outputs(smollm2_engine, smollm2_pa
     )
     assert tight.generate([*ps, ps[0]], [greedy] * 4 + [seeded]) == expected
     assert tight.stats().num_preemptions_total > 0
+
+
+@pytest.mark.unit
+def test_a_tenant_that_queued_many_sequences_does_not_delay_another_tenants():
+    from inference.block_manager import BlockManager
+    from inference.scheduler import Scheduler
+    from inference.sequence import Sequence
+
+    scheduler = Scheduler(
+        BlockManager(64, 16), max_num_seqs=2, max_num_batched_tokens=64, prefill_chunk_size=64
+    )
+
+    def seq(name: str, tenant: str) -> Sequence:
+        params = SamplingParams(max_tokens=4, cache_salt=tenant)
+        return Sequence(name, [1, 2, 3], 3, params, max_len=64)
+
+    for i in range(10):
+        scheduler.add(seq(f"d{i}", "tenant-d"))
+    late = seq("b0", "tenant-b")
+    scheduler.add(late)
+    first = scheduler.schedule()
+    assert [s.request_id for s in first.seqs] == ["d0", "b0"]  # not behind d1..d9
+    # one tenant alone: first come, first served
+    scheduler.finish(late)
+    scheduler.finish(first.seqs[0])
+    assert [s.request_id for s in scheduler.schedule().seqs] == ["d1", "d2"]

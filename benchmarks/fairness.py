@@ -1,0 +1,174 @@
+"""Fair shares between tenants: `python -m benchmarks.fairness [--asks 8] [--flood-clients 8]
+[--flood-agents 10] [--label NAME]`.
+
+Starts the platform as a user would (`groundwork up` on a fresh data dir), makes two tenants with
+their own collection (the same generated documents), then measures tenant B's asks, one at a time,
+first with nothing else running, then while tenant D floods: `--flood-clients` closed-loop clients
+asking without pause (refusals retried after 0.2 s) and `--flood-agents` background agent runs
+started again as each one ends. Target (issue 28): B's ask p95 under the flood within 1.5x of
+unloaded, and none of B's asks refused.
+Writes benchmarks/results/fairness.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.agents import cpu_info
+from benchmarks.qa import QUESTIONS, _free_port, start_platform
+from benchmarks.serving import job, p95
+
+RESULTS = Path(__file__).parent / "results" / "fairness.json"
+COLLECTION = "fair-docs"
+
+
+def tenant(client: httpx.Client, name: str, docs: list[tuple[str, bytes]]) -> dict[str, str]:
+    """A tenant with its collection ingested; returns its auth header."""
+    key = client.post("/v1/admin/tenants", json={"name": name}).json()["key"]
+    headers = {"authorization": f"Bearer {key}"}
+    client.post("/v1/collections", json={"name": COLLECTION}, headers=headers).raise_for_status()
+    files = [("files", (n, d, "text/markdown")) for n, d in docs]
+    resp = client.post(f"/v1/collections/{COLLECTION}/documents", files=files, headers=headers)
+    resp.raise_for_status()
+    while job(client, resp.json()["job_id"])["status"] in ("queued", "running"):
+        time.sleep(0.5)
+    return headers
+
+
+def _ask_body(i: int) -> dict:
+    return {
+        "collection": COLLECTION,
+        "question": QUESTIONS[i % len(QUESTIONS)],
+        "generation": {"max_tokens": 32},
+    }
+
+
+async def victim(client: httpx.AsyncClient, headers: dict, asks: int) -> tuple[list[float], list[int]]:
+    """B's asks one after another: latencies of the answered ones, and every status."""
+    latencies, statuses = [], []
+    for i in range(asks):
+        start = time.perf_counter()
+        resp = await client.post("/v1/ask", json=_ask_body(i), headers=headers)
+        statuses.append(resp.status_code)
+        if resp.status_code == 200:
+            latencies.append((time.perf_counter() - start) * 1000)
+    return latencies, statuses
+
+
+async def flood(
+    client: httpx.AsyncClient, headers: dict, clients: int, agents: int, stop: asyncio.Event
+) -> dict:
+    counts = {"asks_ok": 0, "asks_refused": 0, "agent_runs": 0, "agent_refused": 0}
+
+    async def asker(n: int) -> None:
+        while not stop.is_set():
+            resp = await client.post("/v1/ask", json=_ask_body(n), headers=headers)
+            counts["asks_ok" if resp.status_code == 200 else "asks_refused"] += 1
+            if resp.status_code != 200:
+                await asyncio.sleep(0.2)
+
+    async def agent() -> None:
+        body = {"input": "What does the scheduler do?", "background": True, "tools": ["search"]}
+        while not stop.is_set():
+            resp = await client.post("/v1/agents/runs", json=body, headers=headers)
+            if resp.status_code != 202:
+                counts["agent_refused"] += 1
+                await asyncio.sleep(1)
+                continue
+            counts["agent_runs"] += 1
+            run_id = resp.json()["id"]
+            while not stop.is_set():
+                run = (await client.get(f"/v1/agents/runs/{run_id}", headers=headers)).json()
+                if run["finished_at"]:
+                    break
+                await asyncio.sleep(0.5)
+
+    tasks = [asyncio.create_task(asker(i)) for i in range(clients)] + [
+        asyncio.create_task(agent()) for _ in range(agents)
+    ]
+    await stop.wait()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return counts
+
+
+async def measure(base_url: str, b: dict, d: dict, args) -> dict:
+    async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
+        await victim(client, b, 2)  # warm-up: models loaded
+        unloaded, unloaded_status = await victim(client, b, args.asks)
+        stop = asyncio.Event()
+        flooding = asyncio.create_task(flood(client, d, args.flood_clients, args.flood_agents, stop))
+        await asyncio.sleep(args.ramp_s)  # the flood is running before B asks
+        loaded, loaded_status = await victim(client, b, args.asks)
+        stop.set()
+        counts = await flooding
+    return {
+        "unloaded_p50_ms": float(np.percentile(unloaded, 50)),
+        "unloaded_p95_ms": p95(unloaded),
+        "flooded_p50_ms": float(np.percentile(loaded, 50)) if loaded else None,
+        "flooded_p95_ms": p95(loaded) if loaded else None,
+        "p95_ratio": p95(loaded) / p95(unloaded) if loaded else None,
+        "b_refused": sum(s != 200 for s in unloaded_status + loaded_status),
+        "b_statuses": loaded_status,
+        "flooder": counts,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--asks", type=int, default=8, help="B's asks per phase.")
+    parser.add_argument("--flood-clients", type=int, default=8, help="D's closed-loop ask clients.")
+    parser.add_argument("--flood-agents", type=int, default=10, help="D's background agent runs at once.")
+    parser.add_argument("--ramp-s", type=float, default=10, help="Seconds of flood before B asks.")
+    parser.add_argument("--docs", type=int, default=20, help="Generated documents per tenant.")
+    parser.add_argument("--label", default="default", help="The run's name in the results file.")
+    args = parser.parse_args()
+
+    from benchmarks.ingest import make_documents
+
+    docs = [(u.filename, u.data) for u in make_documents(args.docs, 6, 0, "fair")]
+    data_dir = Path(tempfile.mkdtemp(prefix="gw-bench-fairness-"))
+    port = _free_port()
+    proc = start_platform(data_dir, port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=600) as client:
+            b, d = tenant(client, "victim-b", docs), tenant(client, "flooder-d", docs)
+        report = asyncio.run(measure(base, b, d, args))
+        report["platform_alive"] = proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    runs = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    runs[args.label] = {"args": vars(args), "machine": cpu_info(), **report}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(runs, indent=1))
+    table = Table(title="Tenant B's asks while tenant D floods asks and agent runs")
+    for column in ("unloaded p50 / p95 ms", "flooded p50 / p95 ms", "p95 ratio (target <= 1.5)", "B refused"):
+        table.add_column(column)
+    flooded = f"{report['flooded_p50_ms'] or 0:.0f} / {report['flooded_p95_ms'] or 0:.0f}"
+    table.add_row(
+        f"{report['unloaded_p50_ms']:.0f} / {report['unloaded_p95_ms']:.0f}",
+        flooded,
+        f"{report['p95_ratio'] or float('nan'):.2f}",
+        str(report["b_refused"]),
+    )
+    Console().print(table)
+    Console().print("flooder:", report["flooder"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Bounds per document against the real database and the packaged embedder: a document whose
+worker died is quarantined (`worker_lost` after one retry), a cancel stops the embedding between
+groups, a parsed text past the cap fails with a reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.database import session_scope
+from core.models import Document, IngestionJob
+from ingestion import state
+from ingestion.pipeline import PipelineContext, process_documents
+from tests.ingestion.test_state import _batch, _get
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_document_whose_worker_died_twice_is_quarantined_not_redelivered_forever(
+    settings, session_factory, make_collection
+):
+    job_id, (doc_id,), _ = _batch(settings, session_factory, make_collection(), {"k.txt": b"kill me"})
+    claim = {"stale_after_s": 600, "max_attempts": 2}
+    with session_scope(session_factory) as session:  # first delivery
+        assert state.claim_all(session, job_id, [doc_id], "task-1", **claim)
+    with session_scope(session_factory) as session:  # a transient retry of the same message
+        state.release_for_retry(session, [doc_id], "task-1")
+    with session_scope(session_factory) as session:
+        assert state.claim_all(session, job_id, [doc_id], "task-1", **claim)
+    assert _get(session_factory, Document, doc_id).attempts == 1  # a retry is not a death
+    # the worker is killed mid-way: acks_late redelivers the same message at once, document still mid-way
+    with session_scope(session_factory) as session:
+        assert state.claim_all(session, job_id, [doc_id], "task-1", **claim)  # the one retry
+    with session_scope(session_factory) as session:
+        assert state.claim_all(session, job_id, [doc_id], "task-1", **claim) == []  # killed again
+    doc = _get(session_factory, Document, doc_id)
+    assert doc.status == "failed" and doc.error.startswith("worker_lost:"), doc.error
+    job = _get(session_factory, IngestionJob, job_id)
+    assert (job.status, job.documents_failed) == ("failed", 1)
+    with session_scope(session_factory) as session:  # any later delivery is a no-op
+        assert state.claim_all(session, job_id, [doc_id], "task-1", **claim) == []
+
+
+def test_a_cancel_stops_the_embedding_between_groups(settings, session_factory, make_collection):
+    text = " ".join(f"Sentence {i} about rivers and forests." for i in range(3000)).encode()
+    job_id, (doc_id,), _ = _batch(
+        settings, session_factory, make_collection(chunk_size=32, chunk_overlap=4), {"big.txt": text}
+    )
+    small = settings.model_copy(
+        update={"ingestion": settings.ingestion.model_copy(update={"embed_group": 16})}
+    )
+    ctx = PipelineContext.create(small, session_factory)
+    real = ctx.embedder_for
+    encoded: list[int] = []
+
+    class Cancelling:
+        """The packaged embedder; the job is cancelled while the first group is embedded."""
+
+        def __init__(self, embedder) -> None:
+            self.embedder = embedder
+
+        def __getattr__(self, name):
+            return getattr(self.embedder, name)
+
+        def encode(self, texts, batch_size=None):
+            if encoded == [] and len(texts) == 16:
+                with session_scope(session_factory) as session:
+                    state.cancel_job(session, job_id)
+            encoded.append(len(texts))
+            return self.embedder.encode(texts, batch_size)
+
+    ctx.embedder_for = lambda spec: Cancelling(real(spec))
+    assert process_documents(ctx, job_id, [doc_id], "task-c") == {doc_id: "superseded"}
+    groups = [n for n in encoded if n == 16]
+    assert len(groups) == 1, encoded  # stopped right after the group it was cancelled in
+    doc = _get(session_factory, Document, doc_id)
+    assert doc.status == "failed" and doc.error == "cancelled"
+
+
+def test_a_parsed_text_past_the_cap_fails_with_a_reason(settings, session_factory, make_collection):
+    job_id, (doc_id,), _ = _batch(settings, session_factory, make_collection(), {"long.txt": b"word " * 100})
+    capped = settings.model_copy(
+        update={"ingestion": settings.ingestion.model_copy(update={"max_parsed_chars": 100})}
+    )
+    ctx = PipelineContext.create(capped, session_factory)
+    assert process_documents(ctx, job_id, [doc_id], "task-t") == {doc_id: "failed"}
+    assert _get(session_factory, Document, doc_id).error.startswith("text_too_large:")
