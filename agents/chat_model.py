@@ -24,7 +24,7 @@ from typing import Any
 
 import jsonschema
 
-from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend, Usage
+from inference.client import ChatBackend, LocalChatBackend, Usage
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
@@ -103,10 +103,10 @@ class AgentChatModel:
         """One turn; `choice` is "required" (any of `tools`) or the name of the one tool to call."""
         start = time.perf_counter()
         max_tokens = max_tokens or self.max_tokens
-        if isinstance(self.backend, RemoteChatBackend):
-            calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens)
-        elif isinstance(self.backend, LocalChatBackend):
+        if isinstance(self.backend, LocalChatBackend):
             calls, content, usage, reason = await self._local(messages, tools, choice, max_tokens)
+        elif hasattr(self.backend, "tool_turn"):  # a remote server, or replicas behind the router
+            calls, content, usage, reason = await self._remote(messages, tools, choice, max_tokens)
         else:
             raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
         calls = [validate_call(c, tools) for c in calls]
@@ -146,14 +146,8 @@ class AgentChatModel:
         tool_choice = (
             "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
         )
-        response = await self.backend.client.chat.completions.create(
-            model=self.backend.model_name,
-            messages=messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            parallel_tool_calls=False,
-            max_tokens=max_tokens,
-            temperature=self.temperature,
+        response = await self.backend.tool_turn(
+            messages, tools, tool_choice, max_tokens, self.temperature, self.cache_salt
         )
         choice_ = response.choices[0]
         calls = [_from_openai(c.model_dump()) for c in choice_.message.tool_calls or []]

@@ -44,7 +44,7 @@ from core.runtime import open_database
 from core.settings import get_settings
 from inference.client import LocalChatBackend
 from ingestion.chunking import ChunkingConfig, chunk_document
-from retrieval.backends import start_local_engine
+from inference.provider import start_local_engine
 from retrieval.corpus import create_collection
 from retrieval.embedding import get_embedder, matryoshka_prefix
 from retrieval.service import SearchRequest

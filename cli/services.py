@@ -17,6 +17,7 @@ from core.database import DatabaseNotReady
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings, get_settings
 from core.telemetry import configure_logging
+from inference.provider import in_process
 from ingestion.celery_app import broker_urls, create_celery, prepare_broker_tables
 
 
@@ -33,7 +34,7 @@ def serve_api(settings: Settings, database: DatabaseHandle, preload_engine: bool
         state = build_state(settings, database)
     except DatabaseNotReady as exc:
         _fail(str(exc))
-    if preload_engine and not settings.engine.llm_base_url:
+    if preload_engine and in_process(settings):
         # Load the generator while the API starts, so that the first question does not wait for it.
         threading.Thread(target=local_engine, args=(state,), daemon=True).start()
     # NOTE: uvicorn re-raises SIGTERM after its graceful shutdown; exiting through SystemExit
@@ -84,17 +85,34 @@ def _seed_demo_quietly(url: str) -> None:
         typer.secho(f"demo corpus not ingested: {type(exc).__name__}: {exc}", fg="yellow", err=True)
 
 
-def up() -> None:
-    """Start everything on this machine: database (embedded unless configured), worker, API."""
+def up(
+    replicas: int = typer.Option(
+        0,
+        "--replicas",
+        help="Start N local engines (vLLM servers with engine.backend=vllm) behind the router.",
+    ),
+) -> None:
+    """Start everything on this machine: database (embedded unless configured), model servers
+    (vLLM, replicas) when configured, worker, API."""
+    from cli.llm_servers import start_model_servers
+    from inference.supervisor import ServerFailed
+    from inference.vllm_server import VLLMNotInstalled
+
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    try:
+        models = start_model_servers(settings, replicas)
+    except (ServerFailed, VLLMNotInstalled) as exc:
+        _fail(str(exc))
+    settings = models.settings
     try:
         database = open_database(settings, supervise=True)
         upgrade_database(database.url)
     except DatabaseNotReady as exc:
+        models.stop()
         _fail(str(exc))
     prepare_broker_tables(*broker_urls(settings, database.url))
-    env = {**os.environ, "GROUNDWORK_DATABASE_URL": database.url}
+    env = {**os.environ, **models.env, "GROUNDWORK_DATABASE_URL": database.url}
     worker_proc = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], env=env)
     url = f"http://{settings.api_host}:{settings.api_port}"
     typer.secho(f"Groundwork is starting at {url}  (readiness: {url}/readyz, docs: {url}/docs)", fg="green")
@@ -108,4 +126,5 @@ def up() -> None:
             worker_proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             worker_proc.kill()
+        models.stop()
         database.close()

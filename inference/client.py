@@ -7,10 +7,12 @@ end with one that carries usage, so callers never care which one they hold.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inference.protocol import EngineClient, SamplingParams
 
@@ -95,10 +97,10 @@ class RemoteChatBackend:
     tokenizer of the same model where one is available (else a 4-characters-per-token estimate).
 
     A `structured_output` is sent as vLLM's `structured_outputs` field (which our server reads too);
-    whether the server applies it is not known, so `enforces_grammar` is False and callers check.
+    whether an unknown server applies it is not known, so `enforces_grammar` is False unless the
+    caller knows (the supervised vLLM does: xgrammar), and callers check.
     """
 
-    enforces_grammar = False
     num_parameters: int | None = None
 
     def __init__(
@@ -107,12 +109,25 @@ class RemoteChatBackend:
         model_name: str,
         api_key: str = "none",
         count_tokens: Callable[[str], int] | None = None,
+        enforces_grammar: bool = False,
     ) -> None:
+        self.base_url, self._api_key = base_url, api_key
+        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.model_name = model_name
+        self.enforces_grammar = enforces_grammar
+        self._count = count_tokens or (lambda text: max(1, len(text) // 4))
+
+    @property
+    def client(self) -> Any:
+        """The OpenAI client of the running event loop: pooled connections must not outlive their
+        loop (a Celery worker runs each job in its own)."""
         from openai import AsyncOpenAI
 
-        self.client = AsyncOpenAI(base_url=base_url, api_key=api_key)
-        self.model_name = model_name
-        self._count = count_tokens or (lambda text: max(1, len(text) // 4))
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = AsyncOpenAI(base_url=self.base_url, api_key=self._api_key)
+        return client
 
     def count_tokens(self, text: str) -> int:
         return self._count(text)
@@ -155,6 +170,28 @@ class RemoteChatBackend:
                 cached = getattr(details, "cached_tokens", 0) or 0
                 usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached)
                 yield ChatDelta(finished=True, finish_reason=finish_reason, usage=usage)
+
+    async def tool_turn(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        tool_choice: str | dict,
+        max_tokens: int,
+        temperature: float,
+        cache_salt: str | None = None,
+    ) -> Any:
+        """One non-streamed turn through the standard `tools` API (vLLM constrains "required" and
+        named choices with its structured outputs); the OpenAI client's ChatCompletion."""
+        return await self.client.chat.completions.create(
+            model=self.model_name,
+            messages=messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=False,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            extra_body={"cache_salt": cache_salt} if cache_salt else None,
+        )
 
 
 def structured_outputs_field(spec: StructuredOutputSpec) -> dict:
