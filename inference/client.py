@@ -110,8 +110,9 @@ class RemoteChatBackend:
         api_key: str = "none",
         count_tokens: Callable[[str], int] | None = None,
         enforces_grammar: bool = False,
+        max_retries: int = 2,
     ) -> None:
-        self.base_url, self._api_key = base_url, api_key
+        self.base_url, self._api_key, self._max_retries = base_url, api_key, max_retries
         self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.model_name = model_name
         self.enforces_grammar = enforces_grammar
@@ -126,7 +127,9 @@ class RemoteChatBackend:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = AsyncOpenAI(base_url=self.base_url, api_key=self._api_key)
+            client = self._clients[loop] = AsyncOpenAI(
+                base_url=self.base_url, api_key=self._api_key, max_retries=self._max_retries
+            )
         return client
 
     def count_tokens(self, text: str) -> int:

@@ -101,7 +101,11 @@ class LLMProvider:
         counter = local_token_counter(s)
 
         def make(url: str) -> RemoteChatBackend:
-            return RemoteChatBackend(url, s.llm_model, count_tokens=counter, enforces_grammar=known_vllm)
+            # Behind the router a failed replica is left at once for the next, not retried.
+            retries = 0 if s.engine.replicas else 2
+            return RemoteChatBackend(
+                url, s.llm_model, count_tokens=counter, enforces_grammar=known_vllm, max_retries=retries
+            )
 
         if s.engine.replicas:
             from inference.router import ReplicaRouter

@@ -1,13 +1,13 @@
 """Several OpenAI-compatible replicas (our engine servers, vLLM, or both) behind one chat backend.
 
 A request goes to the replica most likely to hold its prompt's prefix in its KV cache: the leading
-characters of the rendered messages (the RAG prompt starts with the instructions and the first
-sources, which stay in place across questions on the same documents) plus the tenant's cache salt
-are hashed, and replicas are ranked by rendezvous hashing (highest sha256(key, replica)), so a
-prefix keeps its replica while the set is unchanged and only the prefixes of a removed replica
-move. The first-ranked replica is left for the least loaded one when its load (requests in flight
-from here plus the queue its /metrics reports) exceeds that one's by `load_slack`; ties go to the
-lower KV-cache use. A replica that refuses connections, or fails its health check, leaves the
+characters of its first message (the RAG system prompt: the instructions, then the first sources,
+which stay in place across questions on the same documents) plus the tenant's cache salt are
+hashed, and replicas are ranked by rendezvous hashing (highest sha256(key, replica)), so a prefix
+keeps its replica while the set is unchanged and only the prefixes of a removed replica move. The
+first-ranked replica is left for the least loaded one when its load (requests in flight from here
+plus the queue its /metrics reports) exceeds that one's by `load_slack`; ties go to the lower
+KV-cache use. A replica that refuses connections, or fails its health check, leaves the
 rotation until its /health answers again. A request whose replica fails before any token arrived
 is sent to the next one; one that had started streaming fails (its tokens were already sent).
 """
@@ -62,8 +62,10 @@ class Replica:
 
 
 def prefix_key(messages: list[dict], salt: str | None, chars: int) -> bytes:
-    """What decides a request's replica: its salt and the first `chars` of its messages."""
-    text = "".join(f"{m.get('role')}\x00{m.get('content') or ''}\x01" for m in messages)[:chars]
+    """What decides a request's replica: its salt and the first `chars` of its first message (the
+    system prompt: instructions, then the first sources in a RAG prompt; never the question)."""
+    first = messages[0] if messages else {}
+    text = f"{first.get('role')}\x00{first.get('content') or ''}"[:chars]
     return hashlib.sha256(f"{salt or ''}\x02{text}".encode()).digest()
 
 

@@ -41,9 +41,9 @@ class RouterSettings(BaseModel):
         "in turn.",
     )
     prefix_chars: int = Field(
-        default=2048,
-        description="Leading characters of the rendered messages (system prompt, first sources) hashed "
-        "to choose a replica.",
+        default=1024,
+        description="Leading characters of the first message hashed to choose a replica: the RAG system "
+        "prompt's instructions (~500) and its first source.",
     )
     load_slack: int = Field(
         default=4,
