@@ -32,9 +32,14 @@ def serve(port: int = typer.Option(None, help="Port (default: engine.vllm.port).
     configure_logging(settings.log_level, settings.log_json)
     try:
         server = SupervisedServer(server_spec(settings, port))
-        server.start()
+    except VLLMNotInstalled as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    server.start()
+    try:
         server.wait_ready()
-    except (ServerFailed, VLLMNotInstalled) as exc:
+    except ServerFailed as exc:
+        server.stop()
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"vLLM serving {settings.llm_model} at {server.spec.health_url.removesuffix('/health')}/v1")

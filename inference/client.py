@@ -207,4 +207,6 @@ def structured_outputs_field(spec: StructuredOutputSpec) -> dict:
         return {"regex": spec.regex}
     if spec.kind == "json_schema":
         return {"json": spec.json_schema}
+    if spec.kind == "json_object":
+        return {"json_object": True}
     raise ValueError(f"cannot send a {spec.kind!r} constraint to a remote server")

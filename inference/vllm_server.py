@@ -106,6 +106,9 @@ def server_spec(settings: Settings, port: int | None = None, name: str = "vllm")
         str(cfg.max_model_len),
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",
+        "--tool-call-parser",
+        cfg.tool_call_parser,
+        *(["--enforce-eager"] if cfg.enforce_eager else []),
         *cfg.extra_args,
     ]
     env = {

@@ -31,7 +31,6 @@ from api.state import AppState
 from api.streaming import ending_with_error_event
 from api.validation import Seed
 from core.tenancy import scope_to_tenant
-from inference.client import LocalChatBackend
 from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
 from inference.protocol import InvalidRequestError, SamplingParams
 
@@ -137,12 +136,12 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody) -> AsyncIt
             "model_not_found",
             f"unknown model {body.model!r}: use {backend.model_name!r}, rag/<collection> or agent/<kind>",
         )
-    if constraint is not None and not isinstance(backend, LocalChatBackend):
+    if constraint is not None and not getattr(backend, "enforces_grammar", False):
         raise ApiError(
             400,
             "unsupported_constraint",
-            "response_format and guided_* are enforced with the "
-            "in-process engine only; call the remote server directly",
+            "response_format and guided_* are enforced with the in-process engine or the supervised "
+            "vLLM only; this generator is a server not known to apply them: call it directly",
         )
     stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
     params = SamplingParams(

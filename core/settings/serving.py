@@ -26,6 +26,16 @@ class VLLMSettings(BaseModel):
         default=None, description="OMP_NUM_THREADS of the server (unset: one per core)."
     )
     max_model_len: int = Field(default=4096, description="vLLM --max-model-len.")
+    enforce_eager: bool = Field(
+        default=False,
+        description="vLLM --enforce-eager: no torch.compile at start-up (minutes on a busy 2-core "
+        "machine; the tests turn it on), at some throughput.",
+    )
+    tool_call_parser: str = Field(
+        default="hermes",
+        description="vLLM --tool-call-parser (needed for tool_choice 'required'): hermes reads the "
+        "<tool_call>{json}</tool_call> layout SmolLM2 and Qwen write.",
+    )
     extra_args: list[str] = Field(default_factory=list, description="More vLLM server arguments.")
     startup_timeout_s: float = Field(
         default=600.0, description="How long start-up (load, compile, warm-up) may take."

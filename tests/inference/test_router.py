@@ -143,7 +143,7 @@ def test_prefix_routing_hits_the_cache_round_robin_misses(replicas):
     second = asyncio.run(_ask(prefix, rag_messages(long_source, "Which sensor does it add?")))
     assert second > first and second >= 64  # the second question found the sources' blocks
     rr = router(_urls(replicas), policy="round_robin")
-    other = long_source.replace("Detail", "Point")
+    other = SOURCES[2] + " " + " ".join(f"Point {i} about owls." for i in range(40))
     asyncio.run(_ask(rr, rag_messages(other, "When was it released?")))
     assert asyncio.run(_ask(rr, rag_messages(other, "Which sensor does it add?"))) < 32
     assert [x["requests"] for x in rr.stats()] == [1, 1]
