@@ -43,8 +43,8 @@ from core.models import Chunk, Collection, Document, DocumentStatus
 from core.runtime import open_database
 from core.settings import get_settings
 from inference.client import LocalChatBackend
-from ingestion.chunking import ChunkingConfig, chunk_document
 from inference.provider import start_local_engine
+from ingestion.chunking import ChunkingConfig, chunk_document
 from retrieval.corpus import create_collection
 from retrieval.embedding import get_embedder, matryoshka_prefix
 from retrieval.service import SearchRequest
