@@ -58,6 +58,7 @@ def start_model_servers(settings: Settings, replicas: int = 0) -> ModelServers:
         specs = [vllm_server.server_spec(settings, settings.engine.vllm.port + i) for i in range(replicas)]
     else:
         specs = [engine_spec(settings, REPLICA_BASE_PORT + i) for i in range(replicas)]
+    vllm_server.model_directory(settings)  # a GGUF converted once here, not by every server at once
     started = ModelServers(settings)
     try:
         for spec in specs:
