@@ -112,7 +112,7 @@ def server_spec(settings: Settings, port: int | None = None, name: str = "vllm")
         *cfg.extra_args,
     ]
     env = {
-        "VLLM_CPU_KVCACHE_SPACE": f"{cfg.kv_cache_gb:g}",
+        "VLLM_CPU_KVCACHE_SPACE": str(cfg.kv_cache_gb),
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",

@@ -21,7 +21,9 @@ class VLLMSettings(BaseModel):
     host: str = Field(default="127.0.0.1", description="Address the supervised vLLM server binds to.")
     port: int = Field(default=8100, description="Port of the supervised vLLM server.")
     dtype: str = Field(default="bfloat16", description="vLLM --dtype.")
-    kv_cache_gb: float = Field(default=1.0, description="KV-cache space (VLLM_CPU_KVCACHE_SPACE on CPU).")
+    kv_cache_gb: int = Field(
+        default=1, ge=1, description="KV-cache space in whole GiB (VLLM_CPU_KVCACHE_SPACE on CPU)."
+    )
     threads: int | None = Field(
         default=None, description="OMP_NUM_THREADS of the server (unset: one per core)."
     )

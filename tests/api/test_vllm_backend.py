@@ -40,9 +40,7 @@ def vllm_settings(broker_settings):
     except VLLMNotInstalled as exc:
         pytest.skip(str(exc))
     # NOTE: eager: torch.compile at start-up takes minutes on a busy 2-core machine.
-    vllm = broker_settings.engine.vllm.model_copy(
-        update={"port": _free_port(), "kv_cache_gb": 0.5, "enforce_eager": True}
-    )
+    vllm = broker_settings.engine.vllm.model_copy(update={"port": _free_port(), "enforce_eager": True})
     engine = broker_settings.engine.model_copy(update={"backend": "vllm", "vllm": vllm})
     return broker_settings.model_copy(update={"engine": engine, "celery_queue": unique_name("gwq-vllm")})
 
