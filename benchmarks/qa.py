@@ -165,6 +165,7 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
     if args.replicas > 1 and args.backend == "ours":
         # NOTE: N engines share the machine's cores: one thread each, not N x all cores.
         env["GROUNDWORK_ENGINE__CPU_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.replicas))
+        env["GROUNDWORK_ENGINE__KV_CACHE_MEMORY_GB"] = str(args.replica_kv_gb)
     up_args = ["--replicas", str(args.replicas)] if args.replicas > 1 else []
     proc = start_platform(data_dir, port, env, up_args)
     killed = None
@@ -260,6 +261,7 @@ def main() -> None:
     parser.add_argument(
         "--routing", default="prefix", help="Router policies to compare, comma-separated (with --replicas)."
     )
+    parser.add_argument("--replica-kv-gb", type=float, default=0.5, help="KV budget of each local replica.")
     parser.add_argument("--kill-replica-after", type=float, default=None, help="Seconds into the run.")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
