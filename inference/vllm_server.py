@@ -106,6 +106,9 @@ def server_spec(settings: Settings, port: int | None = None, name: str = "vllm")
         str(cfg.max_model_len),
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",
+        # NOTE: vLLM loads the tool parser only with auto tool choice on, and refuses "required" and
+        # named choices without one (agents never send "auto": see agents/chat_model.py).
+        "--enable-auto-tool-choice",
         "--tool-call-parser",
         cfg.tool_call_parser,
         *(["--enforce-eager"] if cfg.enforce_eager else []),
