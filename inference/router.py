@@ -7,7 +7,7 @@ hashed, and replicas are ranked by rendezvous hashing (highest sha256(key, repli
 keeps its replica while the set is unchanged and only the prefixes of a removed replica move. The
 first-ranked replica is left for the least loaded one when its load (requests in flight from here
 plus the queue its /metrics reports) exceeds that one's by `load_slack`; ties go to the lower
-KV-cache use. A replica that refuses connections, or fails its health check, leaves the
+KV-cache use. A replica that refuses connections, or fails two health checks in a row, leaves the
 rotation until its /health answers again. A request whose replica fails before any token arrived
 is sent to the next one; one that had started streaming fails (its tokens were already sent).
 """
@@ -47,6 +47,7 @@ class Replica:
     kv_usage: float = 0.0
     requests: int = 0
     retried_away: int = 0
+    failed_checks: int = 0
 
     @property
     def url(self) -> str:
@@ -120,7 +121,9 @@ class ReplicaRouter:
         self._stop.set()
 
     def _poll_loop(self) -> None:
-        with httpx.Client(timeout=max(1.0, self.config.health_interval_s)) as http:
+        # NOTE: a generous timeout: a busy replica answers /health slowly, and losing it then would
+        # send its prefixes elsewhere exactly when load is highest.
+        with httpx.Client(timeout=max(5.0, self.config.health_interval_s)) as http:
             while True:
                 for replica in self.replicas:
                     self.check(replica, http)
@@ -134,9 +137,12 @@ class ReplicaRouter:
                 replica.waiting, replica.kv_usage = parse_load(http.get(f"{replica.root}/metrics").text)
         except httpx.HTTPError:
             ok = False
-        if ok != replica.healthy:
-            log.warning("replica %s %s", replica.url, "is back" if ok else "failed its health check")
-        replica.healthy = ok
+        replica.failed_checks = 0 if ok else replica.failed_checks + 1
+        # Two failed polls in a row take a replica out; a refused request already did (`_failed`).
+        healthy = ok or (replica.healthy and replica.failed_checks < 2)
+        if healthy != replica.healthy:
+            log.warning("replica %s %s", replica.url, "is back" if healthy else "failed its health checks")
+        replica.healthy = healthy
 
     # -- choice --------------------------------------------------------------------------------------
 
