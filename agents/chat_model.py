@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend, Usage
+from inference.client import ChatBackend, LocalChatBackend, Usage
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
@@ -132,10 +132,10 @@ class AgentChatModel:
             held = await self.gate.reserve(json.dumps(messages) + json.dumps(tools), max_tokens, parallel)
         try:
             turn = (messages, tools, choice, max_tokens, parallel)
-            if isinstance(self.backend, RemoteChatBackend):
-                calls, content, usage, reason = await self._remote(*turn)
-            elif isinstance(self.backend, LocalChatBackend):
+            if isinstance(self.backend, LocalChatBackend):
                 calls, content, usage, reason = await self._local(*turn)
+            elif hasattr(self.backend, "tool_turn"):  # a remote server, or replicas behind the router
+                calls, content, usage, reason = await self._remote(*turn)
             else:
                 raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
         except BaseException:
@@ -186,14 +186,8 @@ class AgentChatModel:
         tool_choice = (
             "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
         )
-        response = await self.backend.client.chat.completions.create(
-            model=self.backend.model_name,
-            messages=messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            parallel_tool_calls=parallel,
-            max_tokens=max_tokens,
-            temperature=self.temperature,
+        response = await self.backend.tool_turn(
+            messages, tools, tool_choice, max_tokens, self.temperature, self.cache_salt, parallel
         )
         choice_ = response.choices[0]
         calls = [_from_openai(c.model_dump()) for c in choice_.message.tool_calls or []]

@@ -1,38 +1,36 @@
-"""The generator the API uses: the in-process engine (built once, on first use) or a remote
-OpenAI-compatible server when `GROUNDWORK_ENGINE__LLM_BASE_URL` is set."""
+"""The generator the API uses: the app's one `LLMProvider` (inference/provider.py), which picks the
+in-process engine, a remote server, the supervised vLLM or the replica router from settings."""
 
 from __future__ import annotations
 
 import threading
 
 from api.state import AppState
-from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
+from inference.client import ChatBackend
 from inference.protocol import EngineClient
-from retrieval.backends import start_local_engine
-from retrieval.salting import SaltedChat, SaltedEngine
+from inference.provider import LLMProvider
 
 _build_lock = threading.Lock()
 
 
+def provider(state: AppState) -> LLMProvider:
+    llm = state.extras.get("llm")
+    if llm is None:
+        with _build_lock:
+            llm = state.extras.setdefault("llm", LLMProvider(state.settings))
+    return llm
+
+
 def local_engine(state: AppState) -> EngineClient:
     """The in-process engine, loaded and started on first call (model load takes seconds)."""
-    engine = state.extras.get("engine")
-    if engine is not None:
-        return engine
-    with _build_lock:
-        if "engine" not in state.extras:
-            state.extras["engine"] = start_local_engine(state.settings)
-    return state.extras["engine"]
+    engine = provider(state).local_engine()
+    state.extras["engine"] = engine  # the metrics sampler reads its stats
+    return engine
 
 
 def chat_backend(state: AppState, cache_salt: str | None = None) -> ChatBackend:
     """The generator; with `cache_salt` (the tenant), every call it makes is salted."""
-    settings = state.settings
-    if settings.engine.llm_base_url:
-        backend = state.extras.get("remote_backend")
-        if backend is None:
-            backend = RemoteChatBackend(settings.engine.llm_base_url, settings.llm_model)
-            state.extras["remote_backend"] = backend
-        return SaltedChat(backend, cache_salt) if cache_salt else backend
-    engine = local_engine(state)
-    return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)
+    llm = provider(state)
+    if llm.in_process:
+        local_engine(state)
+    return llm.backend(cache_salt)

@@ -253,7 +253,7 @@ def main() -> None:
     from core.runtime import open_database
     from core.settings import get_settings
     from inference.client import LocalChatBackend
-    from retrieval.backends import start_local_engine
+    from inference.provider import start_local_engine
 
     settings = get_settings().model_copy(
         update={"data_dir": Path(tempfile.mkdtemp(prefix="gw-agents-bench-"))}

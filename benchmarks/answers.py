@@ -44,8 +44,8 @@ from core.runtime import open_database
 from core.settings import get_settings
 from evals.metrics import token_f1
 from inference.client import LocalChatBackend
+from inference.provider import start_local_engine
 from ingestion.chunking import ChunkingConfig, chunk_document
-from retrieval.backends import start_local_engine
 from retrieval.corpus import build_prefix_index, create_collection
 from retrieval.embedding import get_embedder, matryoshka_prefix
 from retrieval.service import SearchRequest

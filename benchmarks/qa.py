@@ -4,6 +4,12 @@ Starts the platform as a user would (`groundwork up` on a fresh data dir: embedd
 database broker, a worker, the API, the demo corpus), then sends the demo questions to /v1/ask, all
 at once, and reports the latency breakdown per stage (retrieval, rerank, TTFT, total) p50/p99 and
 the prefix-cache hit rate of the answers' prompts. Writes benchmarks/results/qa.json and a table.
+
+- `--backend vllm`: the platform on the vLLM server it supervises (`groundwork vllm install` first).
+- `--replicas N --routing prefix,round_robin`: `groundwork up --replicas N` once per routing policy
+  (fresh engines each time), one table each and the ratio of their prefix-cache hit rates.
+- `--kill-replica-after S`: SIGKILL one replica S seconds into the measured run; reports the answers
+  lost and the requests the router sent to another replica before they had started streaming.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -60,7 +67,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_platform(data_dir: Path, port: int, settings_env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_platform(
+    data_dir: Path, port: int, settings_env: dict[str, str] | None = None, up_args: list[str] | None = None
+) -> subprocess.Popen:
     """`groundwork up` on `data_dir`: the caller's GROUNDWORK_* variables dropped, `settings_env` set."""
     env = (
         {k: v for k, v in os.environ.items() if not k.startswith("GROUNDWORK_")}
@@ -74,9 +83,9 @@ def start_platform(data_dir: Path, port: int, settings_env: dict[str, str] | Non
     )
     log = (data_dir / "up.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "up"], env=env, cwd=ROOT, stdout=log, stderr=log
+        [sys.executable, "-m", "cli.main", "up", *(up_args or [])], env=env, cwd=ROOT, stdout=log, stderr=log
     )
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 900
     while "Try:" not in (data_dir / "up.log").read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("groundwork up failed:\n" + (data_dir / "up.log").read_text()[-3000:])
@@ -84,7 +93,10 @@ def start_platform(data_dir: Path, port: int, settings_env: dict[str, str] | Non
     return proc
 
 
-async def ask_all(base_url: str, questions: list[str], max_tokens: int) -> tuple[list[dict], float]:
+async def ask_all(
+    base_url: str, questions: list[str], max_tokens: int, strict: bool = True
+) -> tuple[list[dict], float]:
+    """The answers (with `strict` off, a failed ask is {"error": ...} instead of raising) and wall time."""
     async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
 
         async def one(question: str) -> dict:
@@ -93,13 +105,33 @@ async def ask_all(base_url: str, questions: list[str], max_tokens: int) -> tuple
                 "question": question,
                 "generation": {"max_tokens": max_tokens},
             }
-            response = await client.post("/v1/ask", json=body)
-            response.raise_for_status()
+            try:
+                response = await client.post("/v1/ask", json=body)
+                response.raise_for_status()
+            except httpx.HTTPError as exc:
+                if strict:
+                    raise
+                return {"error": f"{type(exc).__name__}: {exc}"}
             return response.json()
 
         start = time.perf_counter()
         answers = await asyncio.gather(*(one(q) for q in questions))
         return list(answers), time.perf_counter() - start
+
+
+def replica_pids(first_port: int, count: int) -> list[int]:
+    """Pids of the `groundwork engine serve --port P` replicas `groundwork up --replicas` started."""
+    wanted = {str(first_port + i) for i in range(count)}
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "serve" in args and "--port" in args and args[args.index("--port") + 1] in wanted:
+            pids.append(int(proc.name))
+    return pids
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -119,36 +151,57 @@ def hit_rate(base_url: str) -> float:
     return float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--concurrency", type=int, default=20)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    args = parser.parse_args()
-    questions = (QUESTIONS * (args.concurrency // len(QUESTIONS) + 1))[: args.concurrency]
-
+def run_once(args, questions: list[str], routing: str | None) -> dict:
+    """One fresh platform, the warm-up question, then the measured concurrent run."""
     data_dir = Path(tempfile.mkdtemp(prefix="groundwork-bench-qa-"))
     data_dir.chmod(0o755)
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    proc = start_platform(data_dir, port)
+    env = {}
+    if args.backend == "vllm":
+        env["GROUNDWORK_ENGINE__BACKEND"] = "vllm"
+    if routing:
+        env["GROUNDWORK_ENGINE__ROUTER__POLICY"] = routing
+    if args.replicas > 1 and args.backend == "ours":
+        # NOTE: N engines share the machine's cores: one thread each, not N x all cores.
+        env["GROUNDWORK_ENGINE__CPU_THREADS"] = str(max(1, (os.cpu_count() or 1) // args.replicas))
+        env["GROUNDWORK_ENGINE__KV_CACHE_MEMORY_GB"] = str(args.replica_kv_gb)
+    up_args = ["--replicas", str(args.replicas)] if args.replicas > 1 else []
+    proc = start_platform(data_dir, port, env, up_args)
+    killed = None
     try:
         asyncio.run(ask_all(base_url, questions[:1], args.max_tokens))  # warm-up: loads the engine
-        answers, wall = asyncio.run(ask_all(base_url, questions, args.max_tokens))
+        if args.kill_replica_after is not None:
+            from cli.llm_servers import REPLICA_BASE_PORT
+
+            victim = replica_pids(REPLICA_BASE_PORT, args.replicas)[0]
+            timer = threading.Timer(args.kill_replica_after, os.kill, (victim, signal.SIGKILL))
+            timer.start()
+            killed = {"pid": victim, "after_s": args.kill_replica_after}
+        answers, wall = asyncio.run(
+            ask_all(base_url, questions, args.max_tokens, strict=args.kill_replica_after is None)
+        )
         rate = hit_rate(base_url)
     except Exception:
         print((data_dir / "up.log").read_text()[-5000:], file=sys.stderr)
         raise
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=120)
+        log = (data_dir / "up.log").read_text(errors="replace")
         shutil.rmtree(data_dir, ignore_errors=True)
 
+    failed = [a["error"] for a in answers if "error" in a]
+    answers = [a for a in answers if "error" not in a]
     stages = {
         stage: _percentiles([a["timings"][f"{stage}_ms"] for a in answers if f"{stage}_ms" in a["timings"]])
         for stage in ("retrieval", "rerank", "ttft", "total")
     }
     completion = sum(a["usage"]["completion_tokens"] for a in answers)
     report = {
+        "backend": args.backend,
+        "replicas": args.replicas,
+        "routing": routing,
         "concurrency": args.concurrency,
         "max_tokens": args.max_tokens,
         "wall_s": wall,
@@ -159,24 +212,76 @@ def main() -> None:
         "grounded": sum(a["grounded"] for a in answers),
         "with_citations": sum(bool(a["citations"]) for a in answers),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2))
+    if killed is not None:
+        # The router logs each request it moved off a failed replica before any token had arrived.
+        report["killed_replica"] = killed | {
+            "answers_lost": len(failed),
+            "errors": failed,
+            "moved_before_streaming": log.count("failed before streaming"),
+        }
+    return report
 
-    table = Table(title=f"/v1/ask, {args.concurrency} concurrent requests on the demo corpus")
+
+def print_report(report: dict) -> None:
+    title = (
+        f"/v1/ask, {report['concurrency']} concurrent requests on the demo corpus, {report['backend']} engine"
+    )
+    if report["replicas"] > 1:
+        title += f", {report['replicas']} replicas, {report['routing']} routing"
+    table = Table(title=title)
     table.add_column("stage")
     table.add_column("p50 ms", justify="right")
     table.add_column("p99 ms", justify="right")
     table.add_column("n", justify="right")
-    for stage, p in stages.items():
+    for stage, p in report["latency_ms"].items():
         cells = [f"{p[q]:.1f}" if p["n"] else "-" for q in ("p50", "p99")]
         table.add_row(stage, *cells, str(p["n"]))
     console = Console()
     console.print(table)
     console.print(
-        f"wall {wall:.1f} s · {report['answers_per_s']:.2f} answers/s · "
-        f"{report['completion_tokens_per_s']:.1f} tokens/s · prefix-cache hit rate {rate:.1%} · "
-        f"{report['with_citations']}/{len(answers)} with citations · results: {RESULTS}"
+        f"wall {report['wall_s']:.1f} s · {report['answers_per_s']:.2f} answers/s · "
+        f"{report['completion_tokens_per_s']:.1f} tokens/s · prefix-cache hit rate "
+        f"{report['prefix_cache_hit_rate']:.1%} · "
+        f"{report['with_citations']}/{report['concurrency']} with citations"
     )
+    if "killed_replica" in report:
+        k = report["killed_replica"]
+        console.print(
+            f"replica killed after {k['after_s']} s: {k['answers_lost']} answers lost, "
+            f"{k['moved_before_streaming']} requests moved to another replica before streaming"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--backend", choices=["ours", "vllm"], default="ours")
+    parser.add_argument("--replicas", type=int, default=1, help="`groundwork up --replicas N`")
+    parser.add_argument(
+        "--routing", default="prefix", help="Router policies to compare, comma-separated (with --replicas)."
+    )
+    parser.add_argument("--replica-kv-gb", type=float, default=0.5, help="KV budget of each local replica.")
+    parser.add_argument("--kill-replica-after", type=float, default=None, help="Seconds into the run.")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    questions = (QUESTIONS * (args.concurrency // len(QUESTIONS) + 1))[: args.concurrency]
+    policies = args.routing.split(",") if args.replicas > 1 else [None]
+    reports = [run_once(args, questions, policy) for policy in policies]
+    for report in reports:
+        print_report(report)
+    result: dict = reports[0] if len(reports) == 1 else {"runs": reports}
+    by_policy = {r["routing"]: r for r in reports}
+    if {"prefix", "round_robin"} <= set(by_policy):
+        prefix, rr = by_policy["prefix"], by_policy["round_robin"]
+        result["prefix_vs_round_robin"] = {
+            "hit_rate_ratio": prefix["prefix_cache_hit_rate"] / max(rr["prefix_cache_hit_rate"], 1e-9),
+            "ttft_p50_ms": [prefix["latency_ms"]["ttft"]["p50"], rr["latency_ms"]["ttft"]["p50"]],
+        }
+        Console().print(f"prefix vs round-robin: {result['prefix_vs_round_robin']}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2))
+    Console().print(f"results: {args.output}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import typer  # noqa: E402
 
-from cli import agent, ask, connectors, db, engine, ingest, keys, mcp, models, search, services
+from cli import agent, ask, connectors, db, engine, ingest, keys, mcp, models, search, services, vllm
 from cli import eval as eval_cli
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(db.app, name="db")
 app.add_typer(models.app, name="models")
 app.add_typer(keys.app, name="keys")
 app.add_typer(engine.app, name="engine")
+app.add_typer(vllm.app, name="vllm")
 app.add_typer(ingest.jobs_app, name="jobs")
 app.add_typer(connectors.app, name="connectors")
 app.command(name="ingest")(ingest.ingest)

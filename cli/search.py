@@ -41,7 +41,8 @@ def search(
     from core.models import Collection
     from core.runtime import open_database
     from core.settings import get_settings
-    from retrieval.backends import llm_backends, needs_local_engine, start_local_engine
+    from inference.provider import start_local_engine
+    from retrieval.backends import llm_backends, needs_local_engine
     from retrieval.filters import SearchFilters
     from retrieval.service import SearchRequest, request_config
     from retrieval.service import search as run_search

@@ -18,6 +18,7 @@ from core.registry import ModelNotAvailable, resolve_model
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings, get_settings
 from core.telemetry import configure_logging
+from inference.provider import in_process
 from ingestion.celery_app import broker_urls, create_celery, prepare_broker_tables
 
 
@@ -34,7 +35,7 @@ def serve_api(settings: Settings, database: DatabaseHandle, preload_engine: bool
         state = build_state(settings, database)
     except DatabaseNotReady as exc:
         _fail(str(exc))
-    if preload_engine and not settings.engine.llm_base_url:
+    if preload_engine and in_process(settings):
         # Load the generator while the API starts, so that the first question does not wait for it.
         threading.Thread(target=local_engine, args=(state,), daemon=True).start()
     # NOTE: uvicorn re-raises SIGTERM after its graceful shutdown; exiting through SystemExit
@@ -89,8 +90,18 @@ def up(
     llm: str = typer.Option(
         None, "--llm", help="Generator for this run: a packaged or pulled model name, GGUF path or hub id."
     ),
+    replicas: int = typer.Option(
+        0,
+        "--replicas",
+        help="Start N local engines (vLLM servers with engine.backend=vllm) behind the router.",
+    ),
 ) -> None:
-    """Start everything on this machine: database (embedded unless configured), worker, API."""
+    """Start everything on this machine: database (embedded unless configured), model servers
+    (vLLM, replicas) when configured, worker, API."""
+    from cli.llm_servers import start_model_servers
+    from inference.supervisor import ServerFailed
+    from inference.vllm_server import VLLMNotInstalled
+
     if llm:
         os.environ["GROUNDWORK_LLM_MODEL"] = llm  # before settings load: the worker inherits it too
     settings = get_settings()
@@ -101,12 +112,18 @@ def up(
         except ModelNotAvailable as exc:
             _fail(str(exc))
     try:
+        models = start_model_servers(settings, replicas)
+    except (ServerFailed, VLLMNotInstalled) as exc:
+        _fail(str(exc))
+    settings = models.settings
+    try:
         database = open_database(settings, supervise=True)
         upgrade_database(database.url)
     except DatabaseNotReady as exc:
+        models.stop()
         _fail(str(exc))
     prepare_broker_tables(*broker_urls(settings, database.url))
-    env = {**os.environ, "GROUNDWORK_DATABASE_URL": database.url}
+    env = {**os.environ, **models.env, "GROUNDWORK_DATABASE_URL": database.url}
     worker = SupervisedWorker(
         [sys.executable, "-m", "cli.main", "worker"], env, settings.data_dir / "worker.pid"
     ).start()
@@ -118,4 +135,5 @@ def up(
         serve_api(settings, database, preload_engine=True)
     finally:
         worker.stop()
+        models.stop()
         database.close()

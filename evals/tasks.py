@@ -24,7 +24,6 @@ from core.database import make_engine, make_session_factory, session_scope
 from core.models import EvalRun, JobStatus
 from core.settings import Settings
 from evals.runner import RunContext, run_eval
-from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
 
 log = logging.getLogger(__name__)
 EVAL_TASK = "groundwork.evals.run"
@@ -38,14 +37,9 @@ def send_run(app: Celery, settings: Settings, run_id: uuid.UUID) -> None:
 
 
 def _backend_factory(settings: Settings):
-    def make() -> ChatBackend:
-        if settings.engine.llm_base_url:
-            return RemoteChatBackend(settings.engine.llm_base_url, settings.llm_model)
-        from retrieval.backends import start_local_engine
+    from inference.provider import LLMProvider
 
-        return LocalChatBackend(start_local_engine(settings))
-
-    return make
+    return LLMProvider(settings).backend
 
 
 def _context(app) -> RunContext:

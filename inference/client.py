@@ -7,10 +7,12 @@ end with one that carries usage, so callers never care which one they hold.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inference.protocol import EngineClient, SamplingParams
 from inference.tracing import GenerationSpan
@@ -108,10 +110,10 @@ class RemoteChatBackend:
     tokenizer of the same model where one is available (else a 4-characters-per-token estimate).
 
     A `structured_output` is sent as vLLM's `structured_outputs` field (which our server reads too);
-    whether the server applies it is not known, so `enforces_grammar` is False and callers check.
+    whether an unknown server applies it is not known, so `enforces_grammar` is False unless the
+    caller knows (the supervised vLLM does: xgrammar), and callers check.
     """
 
-    enforces_grammar = False
     num_parameters: int | None = None
 
     def __init__(
@@ -120,12 +122,28 @@ class RemoteChatBackend:
         model_name: str,
         api_key: str = "none",
         count_tokens: Callable[[str], int] | None = None,
+        enforces_grammar: bool = False,
+        max_retries: int = 2,
     ) -> None:
+        self.base_url, self._api_key, self._max_retries = base_url, api_key, max_retries
+        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.model_name = model_name
+        self.enforces_grammar = enforces_grammar
+        self._count = count_tokens or (lambda text: max(1, len(text) // 4))
+
+    @property
+    def client(self) -> Any:
+        """The OpenAI client of the running event loop: pooled connections must not outlive their
+        loop (a Celery worker runs each job in its own)."""
         from openai import AsyncOpenAI
 
-        self.client = AsyncOpenAI(base_url=base_url, api_key=api_key)
-        self.model_name = model_name
-        self._count = count_tokens or (lambda text: max(1, len(text) // 4))
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = AsyncOpenAI(
+                base_url=self.base_url, api_key=self._api_key, max_retries=self._max_retries
+            )
+        return client
 
     def count_tokens(self, text: str) -> int:
         return self._count(text)
@@ -172,6 +190,29 @@ class RemoteChatBackend:
                 span.finish(finish_reason, *usage.counts())
                 yield ChatDelta(finished=True, finish_reason=finish_reason, usage=usage)
 
+    async def tool_turn(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        tool_choice: str | dict,
+        max_tokens: int,
+        temperature: float,
+        cache_salt: str | None = None,
+        parallel: bool = False,
+    ) -> Any:
+        """One non-streamed turn through the standard `tools` API (vLLM constrains "required" and
+        named choices with its structured outputs); the OpenAI client's ChatCompletion."""
+        return await self.client.chat.completions.create(
+            model=self.model_name,
+            messages=messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            extra_body={"cache_salt": cache_salt} if cache_salt else None,
+        )
+
 
 def structured_outputs_field(spec: StructuredOutputSpec) -> dict:
     """A spec as vLLM's `structured_outputs` request field (the kinds the platform itself sends)."""
@@ -183,4 +224,6 @@ def structured_outputs_field(spec: StructuredOutputSpec) -> dict:
         return {"regex": spec.regex}
     if spec.kind == "json_schema":
         return {"json": spec.json_schema}
+    if spec.kind == "json_object":
+        return {"json_object": True}
     raise ValueError(f"cannot send a {spec.kind!r} constraint to a remote server")

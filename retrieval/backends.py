@@ -6,13 +6,16 @@ from core.settings import Settings
 from core.settings.retrieval import RetrievalConfig
 from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
 from inference.protocol import EngineClient
+from inference.provider import remote_url
+from inference.salting import SaltedChat, SaltedEngine
 from retrieval.llm import EngineJudge, RelevanceJudge, RemoteJudge
-from retrieval.salting import SaltedChat, SaltedEngine
 
 
 def llm_url(settings: Settings) -> str | None:
-    """The OpenAI-compatible server to use: retrieval's own, else the engine section's."""
-    return settings.retrieval.llm_base_url or settings.engine.llm_base_url
+    """The OpenAI-compatible server to use: retrieval's own, else the platform's (engine section,
+    the supervised vLLM; with replicas, the first: these short calls are not routed)."""
+    replicas = settings.engine.replicas
+    return settings.retrieval.llm_base_url or remote_url(settings) or (replicas[0] if replicas else None)
 
 
 def needs_llm(config: RetrievalConfig) -> bool:
@@ -21,17 +24,6 @@ def needs_llm(config: RetrievalConfig) -> bool:
 
 def needs_local_engine(settings: Settings, config: RetrievalConfig) -> bool:
     return needs_llm(config) and not llm_url(settings)
-
-
-def start_local_engine(settings: Settings) -> EngineClient:
-    """Load and start the in-process engine on the configured generator (takes seconds)."""
-    from core.registry import resolve_model
-    from inference.async_engine import AsyncLLMEngine  # torch + model: only when needed
-
-    resolved = resolve_model(settings.llm_model, settings.hf_offline, settings.model_cache_dir)
-    engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=settings.llm_model)
-    engine.start()
-    return engine
 
 
 def llm_backends(

@@ -37,7 +37,6 @@ from api.state import AppState
 from api.streaming import event_source, sse
 from api.validation import Seed
 from core.tenancy import scope_to_tenant
-from inference.client import LocalChatBackend
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
@@ -144,12 +143,12 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             "model_not_found",
             f"unknown model {body.model!r}: use {backend.model_name!r}, rag/<collection> or agent/<kind>",
         )
-    if constraint is not None and not isinstance(backend, LocalChatBackend):
+    if constraint is not None and not getattr(backend, "enforces_grammar", False):
         raise ApiError(
             400,
             "unsupported_constraint",
-            "response_format and guided_* are enforced with the "
-            "in-process engine only; call the remote server directly",
+            "response_format and guided_* are enforced with the in-process engine or the supervised "
+            "vLLM only; this generator is a server not known to apply them: call it directly",
         )
     if constraint is not None:
         await precompile(local_engine(state), constraint)

@@ -4,6 +4,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from core.settings.serving import RouterSettings, VLLMSettings
+
 
 class EngineSettings(BaseModel):
     block_size: int = Field(default=16, description="Tokens per KV-cache block.")
@@ -78,6 +80,18 @@ class EngineSettings(BaseModel):
     llm_base_url: str | None = Field(
         default=None, description="OpenAI-compatible server to use instead of the in-process engine."
     )
+    backend: Literal["ours", "vllm"] = Field(
+        default="ours",
+        description="ours: this engine (in-process, or `replicas`); vllm: `groundwork up` starts and "
+        "supervises vLLM's OpenAI server on llm_model in its own venv (see the `vllm` section).",
+    )
+    replicas: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (.../v1) of several OpenAI-compatible servers (our engine, vLLM, or both) "
+        "behind the prefix-aware router; `groundwork up --replicas N` fills it with N local engines.",
+    )
+    vllm: VLLMSettings = Field(default_factory=VLLMSettings)
+    router: RouterSettings = Field(default_factory=RouterSettings)
 
     @model_validator(mode="after")
     def _prompt_lookup_range(self) -> "EngineSettings":

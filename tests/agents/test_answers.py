@@ -22,7 +22,7 @@ from agents.qa.sources import Source, render_source
 from agents.qa.verify import engine_verifier
 from api.routers.ask import embedding_similarity
 from inference.client import LocalChatBackend, RemoteChatBackend
-from retrieval.backends import start_local_engine
+from inference.provider import start_local_engine
 from tests.support.http import running
 
 ZEPHYR = (

@@ -11,8 +11,8 @@ import pytest
 from agents.chat_model import AgentChatModel, ToolCall, _from_openai, validate_call
 from agents.tools import BUILTIN, final_answer_tool
 from inference.client import LocalChatBackend, RemoteChatBackend
+from inference.provider import start_local_engine
 from inference.server import create_app as create_engine_app
-from retrieval.backends import start_local_engine
 from tests.support.http import running
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the CI box is shared

@@ -42,6 +42,8 @@ class SaltedChat:
     def __init__(self, backend: ChatBackend, salt: str) -> None:
         self.backend, self.salt = backend, salt
         self.model_name = backend.model_name
+        self.enforces_grammar = getattr(backend, "enforces_grammar", False)
+        self.num_parameters = getattr(backend, "num_parameters", None)
 
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
@@ -50,3 +52,16 @@ class SaltedChat:
         self, messages: list[dict], params: SamplingParams, request_id: str | None = None
     ) -> AsyncIterator[ChatDelta]:
         return self.backend.stream_chat(messages, _salted(params, self.salt), request_id)
+
+    async def tool_turn(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        tool_choice: str | dict,
+        max_tokens: int,
+        temperature: float,
+        cache_salt: str | None = None,
+    ) -> Any:
+        return await self.backend.tool_turn(  # type: ignore[attr-defined]
+            messages, tools, tool_choice, max_tokens, temperature, cache_salt or self.salt
+        )

@@ -1,0 +1,138 @@
+"""The platform's one way to its LLM: every caller (the API's QA, chat and agents, retrieval's
+transforms, evals, the CLI) asks an `LLMProvider` for a chat backend, which is, by settings:
+
+- `engine.replicas` set: the replicas behind the prefix-aware router (inference/router.py);
+- `engine.llm_base_url` set: that OpenAI-compatible server (vLLM, SGLang, `groundwork engine serve`);
+- `engine.backend = "vllm"`: the vLLM server `groundwork up` supervises (inference/vllm_server.py);
+- else our engine, in-process, loaded on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from core.settings import Settings
+from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
+from inference.protocol import EngineClient
+
+log = logging.getLogger(__name__)
+
+
+def start_local_engine(settings: Settings) -> EngineClient:
+    """Load and start the in-process engine on the configured generator (takes seconds)."""
+    from core.registry import resolve_model
+    from inference.async_engine import AsyncLLMEngine  # torch + model: only when needed
+
+    resolved = resolve_model(settings.llm_model, settings.hf_offline, settings.model_cache_dir)
+    engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=settings.llm_model)
+    engine.start()
+    return engine
+
+
+def remote_url(settings: Settings) -> str | None:
+    """The one OpenAI-compatible server generating for the platform, if it is not in-process."""
+    if settings.engine.llm_base_url:
+        return settings.engine.llm_base_url
+    if settings.engine.backend == "vllm":
+        cfg = settings.engine.vllm
+        return f"http://{cfg.host}:{cfg.port}/v1"
+    return None
+
+
+def in_process(settings: Settings) -> bool:
+    return not settings.engine.replicas and remote_url(settings) is None
+
+
+def local_token_counter(settings: Settings) -> Callable[[str], int] | None:
+    """Exact prompt budgeting for a remote server of `llm_model` when its tokenizer is here."""
+    from core.registry import ModelNotAvailable, resolve_model
+    from inference.loaders import hf_directory
+    from inference.loaders.hf_dir import load_tokenizer
+
+    try:
+        resolved = resolve_model(settings.llm_model, settings.hf_offline, settings.model_cache_dir)
+        with hf_directory(resolved.path, settings.model_cache_dir) as directory:
+            tokenizer = load_tokenizer(directory)
+    except (ModelNotAvailable, OSError, ValueError) as exc:
+        log.info(
+            "no local tokenizer for %s (%s): prompt budgets estimate 4 chars/token", settings.llm_model, exc
+        )
+        return None
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+
+
+class LLMProvider:
+    """Chooses once, builds lazily, and hands every caller the same backend."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._engine: EngineClient | None = None
+        self._remote: ChatBackend | None = None
+
+    @property
+    def in_process(self) -> bool:
+        return in_process(self.settings)
+
+    @property
+    def engine(self) -> EngineClient | None:
+        """The in-process engine if it was started (for its stats), else None."""
+        return self._engine
+
+    def local_engine(self) -> EngineClient:
+        """The in-process engine, loaded and started on first call (model load takes seconds)."""
+        with self._lock:
+            if self._engine is None:
+                self._engine = start_local_engine(self.settings)
+            return self._engine
+
+    def _remote_backend(self) -> ChatBackend:
+        with self._lock:
+            if self._remote is None:
+                self._remote = self._build_remote()
+            return self._remote
+
+    def _build_remote(self) -> ChatBackend:
+        s = self.settings
+        # Only a vLLM we start ourselves is known to apply grammars (its xgrammar structured outputs).
+        known_vllm = s.engine.backend == "vllm" and not s.engine.llm_base_url
+        counter = local_token_counter(s)
+
+        def make(url: str) -> RemoteChatBackend:
+            # Behind the router a failed replica is left at once for the next, not retried.
+            retries = 0 if s.engine.replicas else 2
+            return RemoteChatBackend(
+                url, s.llm_model, count_tokens=counter, enforces_grammar=known_vllm, max_retries=retries
+            )
+
+        if s.engine.replicas:
+            from inference.router import ReplicaRouter
+
+            router = ReplicaRouter(s.engine.replicas, s.llm_model, s.engine.router, make)
+            router.start()
+            return router
+        url = remote_url(s)
+        assert url is not None
+        return make(url)
+
+    def backend(self, cache_salt: str | None = None) -> ChatBackend:
+        """The generator; with `cache_salt` (the tenant), every call it makes is salted."""
+        from inference.salting import SaltedChat, SaltedEngine
+
+        if not self.in_process:
+            backend = self._remote_backend()
+            return SaltedChat(backend, cache_salt) if cache_salt else backend
+        engine = self.local_engine()
+        return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.shutdown()
+                self._engine = None
+            close = getattr(self._remote, "close", None)
+            if close is not None:
+                close()
+            self._remote = None
