@@ -19,9 +19,11 @@ from api.routers import (
     ask,
     chat,
     collections,
+    conversations,
     documents,
     eval_data,
     evals,
+    formats,
     health,
     jobs,
     keys,
@@ -121,6 +123,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         evals.router,
         models.router,
         metrics_history.router,
+        conversations.router,
+        formats.router,
     ):
         app.include_router(router)
     web.mount(app)
