@@ -15,6 +15,7 @@ from api import metrics, metrics_history
 from api.errors import install_error_handlers
 from api.metrics import platform_metrics
 from api.routers import (
+    agent_tools,
     agents,
     ask,
     chat,
@@ -125,6 +126,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         metrics_history.router,
         conversations.router,
         formats.router,
+        agent_tools.router,
     ):
         app.include_router(router)
     web.mount(app)

@@ -55,6 +55,11 @@ class AskBody(BaseModel):
     claim_check: bool | None = Field(
         default=None, description="Check each generated sentence against its sources (default: on)."
     )
+    rewrite_follow_up: bool | None = Field(
+        default=None,
+        description="Rewrite a follow-up into a standalone search query (the `sources` event shows it); "
+        "default: the server's setting.",
+    )
     stream: bool = False
 
     @model_validator(mode="after")
@@ -110,6 +115,7 @@ async def run_ask(
         cache_salt=str(tenant),
         answer_mode=body.answer_mode,
         claim_check=body.claim_check,
+        rewrite_follow_up=body.rewrite_follow_up,
         sources_token_budget=max(
             (
                 b
@@ -177,4 +183,5 @@ async def ask(body: AskBody, tenant: ReadingTenant, state: StateDep, meter: Rate
         **{k: v for k, v in done.items() if k != "type"},
         "query": first["query"],
         "sources": first["sources"],
+        "context": first.get("context"),
     }

@@ -1,7 +1,7 @@
 // Collections: list with counts, create, edit, delete (with confirmation).
 
 import { api, listCollections } from "../api.js";
-import { clear, confirmDialog, errorText, h, notice, pageHeader } from "../dom.js";
+import { announce, clear, confirmDialog, errorText, h, notice, pageHeader } from "../dom.js";
 
 function chunkingFields(prefix, chunking = {}) {
   const id = (n) => `${prefix}-${n}`;
@@ -162,8 +162,10 @@ function table(collections, refresh) {
                 "Delete collection",
               );
               if (!ok) return;
-              await api(`/v1/collections/${c.id}`, { method: "DELETE" });
-              refresh();
+              let outcome = ["ok", `Collection “${c.name}” deleted.`];
+              await api(`/v1/collections/${c.id}`, { method: "DELETE" }).catch((err) => (outcome = ["error", errorText(err)]));
+              await refresh();
+              announce(document.getElementById("collections-status"), ...outcome);
             },
           },
           "Delete",
@@ -193,5 +195,5 @@ export async function render(root) {
     }
   };
   await refresh();
-  root.append(pageHeader("Collections"), list, await createForm(refresh));
+  root.append(pageHeader("Collections"), h("div", { id: "collections-status", "aria-live": "polite" }), list, await createForm(refresh));
 }
