@@ -29,6 +29,7 @@ from api.routers import (
     jobs,
     keys,
     models,
+    retrieval_defaults,
     search,
     tenant,
     tenants,
@@ -127,6 +128,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         conversations.router,
         formats.router,
         agent_tools.router,
+        retrieval_defaults.router,
     ):
         app.include_router(router)
     web.mount(app)

@@ -7,6 +7,7 @@ import pytest
 from agents.qa.store import record_turn
 from api.deps import DEFAULT_TENANT_ID
 from core.database import session_scope
+from core.models import EvalRun, JobStatus
 from tests.ingestion.helpers import create_collection, upload, wait_job
 from tests.ingestion.samples import CORRUPT_PDF
 
@@ -79,3 +80,36 @@ def test_a_job_with_failures_is_found_by_the_failures_filter_its_corrupt_file_no
         d["source_id"]: d for d in client.get("/v1/collections/ui-tasks-failures/documents").json()["items"]
     }
     assert (docs["bad.pdf"]["retryable"], docs["ok.txt"]["retryable"]) == (False, None)
+
+
+def test_agent_tools_and_retrieval_defaults_say_what_a_run_or_search_can_use(client):
+    tools = client.get("/v1/agents/tools").json()
+    by_name = {t["name"]: t for t in tools["builtin"]}
+    assert by_name["search"]["default"] and by_name["search"]["parameters"]["required"] == ["query"]
+    assert tools["budgets"]["properties"]["max_steps"]["maximum"] == 50
+    defaults = client.get("/v1/retrieval/defaults").json()
+    assert defaults["mode"] in ("bm25", "dense", "hybrid")
+    assert defaults["rerankers"] == ["llm"]  # no cross-encoder model configured: it would be skipped
+
+
+def test_compare_refuses_runs_on_different_datasets(client, session_factory):
+    variants = {"base": {"ndcg@10": 0.5, "items": 1}}
+    with session_scope(session_factory) as session:
+        runs = [
+            EvalRun(
+                tenant_id=DEFAULT_TENANT_ID,
+                kind="retrieval",
+                status=JobStatus.succeeded,
+                dataset={"path": path, "format": "beir", "split": "test"},
+                config={"variants": [{"label": "base", "overrides": {}}]},
+                progress={"stage": "done"},
+                metrics={"variants": variants},
+            )
+            for path in ("set-a", "set-b")
+        ]
+        session.add_all(runs)
+        session.flush()
+        a, b = (str(r.id) for r in runs)
+    refused = client.get(f"/v1/evals/{a}/compare/{b}")
+    assert refused.status_code == 409, refused.text
+    assert "different datasets" in refused.json()["error"]["message"]

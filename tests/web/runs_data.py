@@ -289,6 +289,18 @@ def _eval_runs(collection_id: str) -> dict[str, EvalRun]:
             metrics={},
             attempts=1,
         ),
+        # Another dataset: it shares no items with the runs above, so compare refuses it.
+        "elsewhere": EvalRun(
+            name="nfcorpus baseline",
+            status=JobStatus.succeeded,
+            config={"variants": [{"label": "base", "overrides": {}}]},
+            progress={"stage": "done"},
+            items_total=3,
+            items_done=3,
+            metrics={"variants": {"base": _variant(0.3, 9.0)}, **_variant(0.3, 9.0)},
+            attempts=1,
+            **{**common, "dataset": {"path": "nfcorpus-mini", "format": "beir", "split": "test"}},
+        ),
         "failed": EvalRun(
             name="broken dataset",
             kind="retrieval",

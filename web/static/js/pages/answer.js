@@ -126,10 +126,10 @@ function feedbackForm(messageId) {
   let rating = null;
   const status = h("span", { class: "muted", role: "status" });
   const comment = h("textarea", { id: `fb-${messageId}`, rows: 2, maxlength: 10000, placeholder: "What was wrong or right? (optional)" });
-  const thumb = (value, label, icon) =>
-    h("button", { type: "button", class: "secondary thumb", "aria-pressed": "false", "aria-label": label, dataset: { rating: value }, onclick: (e) => pick(value, e.currentTarget) }, icon);
-  const up = thumb("up", "Good answer", "👍");
-  const down = thumb("down", "Bad answer", "👎");
+  const thumb = (value, label) =>
+    h("button", { type: "button", class: `secondary thumb thumb-${value}`, "aria-pressed": "false", dataset: { rating: value }, onclick: (e) => pick(value, e.currentTarget) }, label);
+  const up = thumb("up", "Good answer");
+  const down = thumb("down", "Bad answer");
   const send = h("button", { type: "submit", class: "primary", disabled: true }, "Send feedback");
   function pick(value, button) {
     rating = value;
@@ -148,7 +148,7 @@ function feedbackForm(messageId) {
     send.disabled = true;
     try {
       await api(`/v1/messages/${messageId}/feedback`, { method: "POST", json: { rating, comment: comment.value.trim() } });
-      clear(form, notice("ok", `Feedback recorded (${rating === "up" ? "👍" : "👎"}). Negative feedback can become an evaluation dataset.`));
+      clear(form, notice("ok", `Feedback recorded (${rating === "up" ? "good" : "bad"} answer). Negative feedback can become an evaluation dataset.`));
     } catch (err) {
       status.textContent = errorText(err);
       send.disabled = false;
