@@ -4,6 +4,7 @@ link, focus after a delete, auth said truthfully, queued jobs explained, agent r
 import json
 import re
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -126,28 +127,33 @@ def test_a_tool_error_is_not_shown_as_an_answer_and_a_long_answer_keeps_the_page
 
 def test_a_queued_job_says_what_it_waits_for(page, ui_url, corpus, seeded_runs, session_factory):
     with session_scope(session_factory) as session:
-        # Never sent to the worker: it stays queued while the page explains the wait.
-        job = IngestionJob(
-            collection_id=uuid.UUID(corpus["collection"]["id"]),
-            tenant_id=DEFAULT_TENANT_ID,
-            status=JobStatus.queued,
-            stages={},
-            documents_total=1,
-        )
-        session.add(job)
+        # Never sent to the worker: they stay queued while the page explains the wait.
+        jobs = [
+            IngestionJob(
+                collection_id=uuid.UUID(corpus["collection"]["id"]),
+                tenant_id=DEFAULT_TENANT_ID,
+                status=JobStatus.queued,
+                stages={},
+                documents_total=1,
+                created_at=datetime.now(UTC) - timedelta(minutes=minutes),
+            )
+            for minutes in (2, 1)  # the second is queued behind the first
+        ]
+        session.add_all(jobs)
         session.flush()
-        job_id = str(job.id)
+        ids = [job.id for job in jobs]
+        job_id = str(ids[1])
     try:
         page.goto(f"{ui_url}/ui/#/jobs/{job_id}")
         note = page.locator(".queue-note")
         expect(note).to_contain_text("Waiting for a worker")
-        expect(note).to_contain_text("1 evaluation run")  # the seeded running one holds the worker
+        expect(note).to_contain_text("1 job queued before it")
         expect(note).to_contain_text(re.compile(r"queue position \d+"))
         expect(page.locator(".job")).to_contain_text("started not yet")
         shot(page, "job-queued")
     finally:
         with session_scope(session_factory) as session:
-            session.execute(delete(IngestionJob).where(IngestionJob.id == uuid.UUID(job_id)))
+            session.execute(delete(IngestionJob).where(IngestionJob.id.in_(ids)))
 
 
 @pytest.mark.slow

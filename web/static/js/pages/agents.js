@@ -106,7 +106,8 @@ async function startForm() {
   const validate = () => {
     const problems = toolProblems(clientTools.value);
     clientTools.toggleAttribute("aria-invalid", problems.length > 0);
-    toolsHint.className = problems.length ? "field-error" : "muted";
+    // NOTE: not .field-error: clearErrors removes those, and this line stays with the field.
+    toolsHint.className = problems.length ? "tools-state invalid" : "tools-state muted";
     toolsHint.textContent = problems.length ? problems.join(" · ") : clientTools.value.trim() ? `${JSON.parse(clientTools.value).length} client tool(s), schemas valid.` : "No client tools.";
     return problems;
   };

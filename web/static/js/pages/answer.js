@@ -139,7 +139,7 @@ function feedbackForm(messageId) {
   const form = h(
     "form",
     { class: "feedback", "aria-label": "Feedback on this answer" },
-    h("div", { class: "toolbar" }, h("span", {}, "Was this answer right?"), up, down),
+    h("div", { class: "feedback-head" }, h("span", {}, "Was this answer right?"), up, down),
     h("div", { class: "field" }, h("label", { for: comment.id }, "Comment"), comment),
     h("div", { class: "actions" }, status, send),
   );

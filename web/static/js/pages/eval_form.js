@@ -7,7 +7,7 @@ import { clearErrors, fieldError, showErrors } from "../forms.js";
 
 const FORMATS = { retrieval: ["beir"], answer: ["jsonl", "pubmedqa"] };
 const SWEEP_KEYS = ["mode", "top_k", "fusion.method", "fusion.alpha", "dense.candidates", "bm25.candidates", "rerank.enabled", "neighbors"];
-const MAX_VARIANTS = 32; // evals/sweep.py refuses more
+const MAX_VARIANTS = 64; // evals/sweep.py refuses more
 
 /** "0.5, 0.8, rrf" -> [0.5, 0.8, "rrf"]: JSON where a value parses as JSON, text otherwise. */
 function parseValues(text) {
