@@ -191,7 +191,8 @@ def test_a_plan_is_edited_and_approved_and_a_client_tool_answered_in_the_browser
     shot(page, "agent-tool-outputs")
     pending.get_by_role("button", name="Send tool outputs").click()
     expect(page.locator("#run-summary")).to_contain_text("completed", timeout=240_000)
-    expect(page.locator("#run-trace li[data-type='plan']").first).to_contain_text("edited by the caller")
+    edited = page.locator("#run-trace li[data-type='plan']", has_text="edited by the caller")
+    expect(edited).to_contain_text("lookup_customer[Ada Lane]")  # after the planner's own plan
     expect(page.locator("#run-trace li[data-type='tool_result']")).to_contain_text("Gold plan")
     expect(page.locator("#run-pending")).to_have_count(0)
 
