@@ -23,7 +23,10 @@ export function fieldError(input, message) {
   input.parentElement.querySelector(`#${CSS.escape(id)}`)?.remove();
   input.setAttribute("aria-invalid", "true");
   input.setAttribute("aria-describedby", id);
-  input.after(h("p", { class: "field-error", id, role: "alert" }, message));
+  const error = h("p", { class: "field-error", id, role: "alert" }, message);
+  input.after(error);
+  // Editing the field takes the complaint back until the next try.
+  input.addEventListener("input", () => (error.remove(), input.removeAttribute("aria-invalid")), { once: true });
 }
 
 /** Show an API error on `form`: each 422 detail beside its field (`fields`: body path -> input,

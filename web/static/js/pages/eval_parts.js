@@ -164,14 +164,16 @@ export function sweepChart(sweep) {
   if (!uPlot || !rows.length) return null;
   const name = (i) => (i === null || i === undefined ? "Point at a variant." : `${rows[i].label}: ${sweep.metric} ${fmt.score(rows[i][sweep.metric])} at ${fmt.ms(rows[i].latency_ms_p50)} p50${rows[i].pareto ? " (Pareto front)" : ""}`);
   requestAnimationFrame(() => {
-    const width = Math.max(260, el.clientWidth || 600);
+    // NOTE: the section may not be in the page yet: size from the content area, which always is.
+    const width = Math.max(260, Math.min(900, (el.clientWidth || document.getElementById("view").clientWidth - 110)));
+    const pad = (min, max) => [min - (max - min || 1) * 0.12, max + (max - min || 1) * 0.12];
     new uPlot(
       {
         width,
         height: 240,
         legend: { show: false },
         cursor: { drag: { x: false, y: false }, points: { size: 10 } },
-        scales: { x: { time: false } },
+        scales: { x: { time: false, range: (u, min, max) => pad(min, max) }, y: { range: (u, min, max) => pad(min, max) } },
         axes: [{ label: "p50 latency (ms)" }, { label: sweep.metric, size: 56 }],
         series: [{}, { label: sweep.metric, stroke: "#2563eb", width: 0, paths: () => null, points: { show: true, size: 9, fill: "#2563eb" } }],
         hooks: { setCursor: [(u) => (readout.textContent = name(u.cursor.idx))] },
