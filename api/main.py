@@ -19,19 +19,23 @@ from api.mcp import http as mcp_http
 from api.metrics import platform_metrics
 from api.observability import install_observability
 from api.routers import (
+    agent_tools,
     agents,
     ask,
     chat,
     collections,
     connectors,
+    conversations,
     documents,
     eval_data,
     evals,
+    formats,
     health,
     jobs,
     keys,
     mcp,
     models,
+    retrieval_defaults,
     search,
     tenant,
     tenants,
@@ -140,6 +144,10 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         models.router,
         mcp.router,
         metrics_history.router,
+        conversations.router,
+        formats.router,
+        agent_tools.router,
+        retrieval_defaults.router,
     ):
         app.include_router(router, responses=ERROR_RESPONSES)
     mcp_endpoint = mcp_http.mount(app) if settings.mcp.server_enabled else None

@@ -173,11 +173,21 @@ def main_variant(run: EvalRun) -> str:
     return run.config["variants"][0]["label"]
 
 
+def _dataset_key(run: EvalRun) -> tuple:
+    d = run.dataset or {}
+    return d.get("path"), d.get("format", "beir"), d.get("split", "test")
+
+
 def compare_runs(
     session: Session, a: EvalRun, b: EvalRun, variant_a: str | None, variant_b: str | None
 ) -> dict:
     if a.kind != b.kind:
         raise EvalInputError(f"cannot compare a {a.kind} run with a {b.kind} run")
+    if _dataset_key(a) != _dataset_key(b):
+        # Different datasets share no items: the deltas would compare nothing.
+        raise EvalInputError(
+            f"the runs evaluated different datasets ({a.dataset.get('path')} and {b.dataset.get('path')})"
+        )
     va, vb = variant_a or main_variant(a), variant_b or main_variant(b)
     metrics_a, metrics_b = a.metrics.get("variants", {}).get(va), b.metrics.get("variants", {}).get(vb)
     if metrics_a is None or metrics_b is None:

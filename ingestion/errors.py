@@ -33,3 +33,16 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, TransientError | OperationalError):
         return True
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+# Codes of the failure reasons that say nothing about the document itself (a service was down, a
+# worker died, a time limit, a cancel, our own bug): requeueing may succeed. Every other reason is a
+# PermanentError's: the same bytes fail the same way, so clients should not offer a retry.
+RETRYABLE_CODES = frozenset({"retries_exhausted", "internal_error", "gave up", "parse_timeout", "cancelled"})
+
+
+def is_retryable(reason: str | None) -> bool | None:
+    """Whether a failed document's `reason` may go away on requeue; None when it did not fail."""
+    if reason is None:
+        return None
+    return reason.split(":", 1)[0].strip() in RETRYABLE_CODES

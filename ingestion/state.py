@@ -87,6 +87,13 @@ def claim_all(
             .where(IngestionJob.id == job_id)
             .values(
                 heartbeat_at=now,
+                # The first claim is when the job started (created_at is when it was queued).
+                stages=case(
+                    (IngestionJob.stages.has_key("started_at"), IngestionJob.stages),
+                    else_=IngestionJob.stages.op("||")(
+                        func.jsonb_build_object("started_at", now.isoformat())
+                    ),
+                ),
                 status=case(
                     (
                         IngestionJob.status == JobStatus.queued,

@@ -3,7 +3,8 @@
 
 The pipeline is an async generator of events so that the API can stream them as they happen and
 the non-streaming path is the same code run to the end:
-  {"type": "sources", ...}  once, before any answer token
+  {"type": "sources", "query", "sources", "context"}  once, before any answer token; context:
+   what the prompt holds and what was left out and why (context.py)
   {"type": "token", "text"} many
   {"type": "done", "answer", "citations", "invalid_citations", "usage", "timings", "grounded",
    "answer_mode_used", "quote_method", "fallback", "claims", "context"}
@@ -65,6 +66,7 @@ class AskRequest:
     answer_mode: str | None = None  # quote | generate | auto; None: the settings' default
     claim_check: bool | None = None  # None: the settings' default
     sources_token_budget: int | None = None  # None: the settings' (a collection may set its own)
+    rewrite_follow_up: bool | None = None  # None: the settings' rewrite_follow_ups
 
 
 @dataclass
@@ -109,7 +111,8 @@ class AskPipeline:
 
     @traced("qa.rewrite")
     async def standalone_query(self, request: AskRequest) -> str:
-        if not (request.history and self.settings.rewrite_follow_ups):
+        rewrite = request.rewrite_follow_up
+        if not (request.history and (self.settings.rewrite_follow_ups if rewrite is None else rewrite)):
             return request.question
         messages = build_rewrite_messages(request.question, request.history)
         text, _ = await complete_chat(self.backend, messages, SamplingParams(max_tokens=48, temperature=0.0))
@@ -129,7 +132,6 @@ class AskPipeline:
         timings.update(retrieval_timings)
         budget = request.sources_token_budget or self.settings.sources_token_budget
         sources = order_for_attention(fit_to_budget(ranked, budget, self.backend.count_tokens))
-        yield {"type": "sources", "query": query, "sources": [s.as_dict() for s in sources]}
         history = request.history[-self.settings.history_turns :] if request.history else []
         quoting = self.answer_mode(request.answer_mode) == "quote"
         context = context_report(
@@ -142,6 +144,12 @@ class AskPipeline:
             budget,
             self.backend.count_tokens,
         )
+        yield {
+            "type": "sources",
+            "query": query,
+            "sources": [s.as_dict() for s in sources],
+            "context": context,
+        }
 
         if not self._grounded(sources):
             yield {"type": "token", "text": NO_ANSWER}

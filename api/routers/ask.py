@@ -60,6 +60,11 @@ class AskBody(BaseModel):
     claim_check: bool | None = Field(
         default=None, description="Check each generated sentence against its sources (default: on)."
     )
+    rewrite_follow_up: bool | None = Field(
+        default=None,
+        description="Rewrite a follow-up into a standalone search query (the `sources` event shows it); "
+        "default: the server's setting.",
+    )
     stream: bool = False
 
     @model_validator(mode="after")
@@ -115,6 +120,7 @@ async def run_ask(
         cache_salt=str(tenant),
         answer_mode=body.answer_mode,
         claim_check=body.claim_check,
+        rewrite_follow_up=body.rewrite_follow_up,
         sources_token_budget=max(
             (
                 b
@@ -204,4 +210,5 @@ async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: Sta
         **{k: v for k, v in done.items() if k != "type"},
         "query": first["query"],
         "sources": first["sources"],
+        "context": first.get("context"),
     }

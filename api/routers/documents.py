@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -19,6 +19,7 @@ from api.scoping import get_in_tenant
 from core.models import Chunk, Document, DocumentStatus, IngestionJob
 from core.quotas import check_quota, lock_usage
 from ingestion.blobs import BlobStore
+from ingestion.errors import is_retryable
 from ingestion.state import release_from_job, requeue_documents
 from ingestion.uploads import Upload, create_batch, send_job
 
@@ -57,6 +58,12 @@ class DocumentOut(BaseModel):
     metadata: dict = Field(validation_alias="metadata_")
     created_at: datetime
     updated_at: datetime
+
+    @computed_field
+    @property
+    def retryable(self) -> bool | None:
+        """For a failed document: whether requeueing may succeed (false: the file itself is the cause)."""
+        return is_retryable(self.error) if self.status == DocumentStatus.failed else None
 
 
 class DocumentPage(BaseModel):

@@ -62,6 +62,9 @@ def list_jobs(
     tenant: CurrentTenant,
     collection: str | None = None,
     status: JobStatus | None = None,
+    failures: bool | None = Query(
+        default=None, description="true: only jobs with failed documents (also succeeded ones); false: none"
+    ),
     limit: int = Query(default=50, ge=1, le=500),
 ):
     query = select(IngestionJob).join(Collection, Collection.id == IngestionJob.collection_id)
@@ -70,6 +73,8 @@ def list_jobs(
         query = query.where(IngestionJob.collection_id == get_collection(session, tenant, collection).id)
     if status is not None:
         query = query.where(IngestionJob.status == status)
+    if failures is not None:
+        query = query.where((IngestionJob.documents_failed > 0) == failures)
     jobs = session.execute(query.order_by(IngestionJob.created_at.desc()).limit(limit)).scalars()
     return [job_out(session, j) for j in jobs]
 

@@ -51,6 +51,7 @@ def create_key(body: KeyCreate, session: SessionDep, admin: AdminPrincipal):
         row, plain = create_api_key(session, tenant, body.name, body.scopes, expires)
     except ValueError as exc:
         raise ApiError(422, "invalid_scopes", str(exc)) from None
+    session.commit()  # before the response: a list read right after (the tenants' live keys) sees it
     return KeyCreated(**_out(row), key=plain)
 
 

@@ -25,5 +25,10 @@ class AskOut(BaseModel):
     claims: list[dict[str, Any]] | None = Field(description="Each sentence's verdict against its sources.")
     query: str = Field(description="The search query (the question, rewritten in a conversation).")
     sources: list[dict[str, Any]]
+    context: dict[str, Any] | None = Field(
+        default=None,
+        description="Tokens of the instructions, each source, history and question; the sources and "
+        "history turns left out of the prompt, each with its reason.",
+    )
     conversation_id: str | None = None
     message_id: str | None = None

@@ -253,7 +253,8 @@ def test_every_answer_reports_its_context_and_what_was_left_out(settings, engine
     assert [s["chunk_id"] for s in context["sources"]] == ["c1"]
     assert [d["chunk_id"] for d in context["dropped_sources"]] == ["c2"]
     assert "sources budget" in context["dropped_sources"][0]["reason"]
-    assert context["sources_tokens"] <= context["sources_budget_tokens"] == zephyr_only
+    assert context["sources_tokens"] <= context["token_budget"] == zephyr_only
+    assert (context["retrieved"], context["used"]) == (2, 1)
     kept_turns = settings.qa.history_turns
     assert context["history_turns"] == kept_turns
     assert context["history_dropped_turns"] == len(turns) - kept_turns

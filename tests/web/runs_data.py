@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
+from agents.qa.store import record_turn
 from api.deps import DEFAULT_TENANT_ID
 from core.database import session_scope
 from core.models import AgentRun, Chunk, EvalItem, EvalRun, JobStatus
@@ -114,7 +115,99 @@ def _agent_runs(chunk: Chunk) -> dict[str, AgentRun]:
         active_s=1.5,
         finished_at=datetime.now(UTC),
     )
-    return {"answered": answered, "waiting": waiting, "failed": failed}
+    # Issue 30: an "answer" that is a tool's raw error, and one long unbroken answer (page width).
+    tool_error = AgentRun(
+        agent="rewoo",
+        status="completed",
+        input="What does source 99 say?",
+        answer="Error: read_chunk failed: ValueError: no source [99]",
+        finish_reason="answered",
+        active_s=1.0,
+        finished_at=datetime.now(UTC),
+    )
+    long = AgentRun(
+        agent="react",
+        status="completed",
+        input="Print the gateway's firmware hash " + "f" * 300,
+        answer="The hash is " + "0123456789abcdef" * 120 + " [1].",
+        citations=[source],
+        finish_reason="answered",
+        active_s=1.0,
+        finished_at=datetime.now(UTC),
+    )
+    return {
+        "answered": answered,
+        "waiting": waiting,
+        "failed": failed,
+        "tool_error": tool_error,
+        "long": long,
+    }
+
+
+def _conversation(session, chunk: Chunk, collection_id: str) -> str:
+    """An ask turn as /v1/ask stores it: a generated answer whose second sentence the claim check
+    found unsupported (agents/qa/claims.py `claim_entry` shapes)."""
+    answer = "Replace the batteries every eighteen months [1]. The gateway also brews coffee at night [1]."
+    split = answer.index("The gateway")
+    at = chunk.text.index("Replace sensor batteries")
+    evidence = {
+        "source_number": 1,
+        "citation": 1,
+        "chunk_id": str(chunk.id),
+        "text": chunk.text[at : at + 48],
+        "start": at,
+        "end": at + 48,
+        "char_start": chunk.char_start + at,
+        "char_end": chunk.char_start + at + 48,
+    }
+    claims = [
+        {
+            "text": answer[: split - 1],
+            "start": 0,
+            "end": split - 1,
+            "citations": [1],
+            "supported": True,
+            "verdict": "supported",
+            "method": "lexical",
+            "coverage": 0.83,
+            "evidence": evidence,
+        },
+        {
+            "text": answer[split:],
+            "start": split,
+            "end": len(answer),
+            "citations": [1],
+            "supported": False,
+            "verdict": "unsupported",
+            "method": "lexical",
+            "coverage": 0.2,
+            "evidence": None,
+        },
+    ]
+    citation = {
+        "citation": 1,
+        "document_id": str(chunk.document_id),
+        "chunk_id": str(chunk.id),
+        "source_id": "handbook.md",
+        "title": "handbook.md",
+        "page": None,
+        "char_start": chunk.char_start,
+        "char_end": chunk.char_end,
+        "text": chunk.text,
+    }
+    done = {
+        "answer": answer,
+        "citations": [citation],
+        "usage": {"completion_tokens": 21},
+        "timings": {"ttft_ms": 80.0, "total_ms": 950.0},
+        "answer_mode_used": "generate",
+        "claims": claims,
+    }
+    question = "How often are batteries replaced, and what else does the gateway do?"
+    conversation, _ = record_turn(
+        session, DEFAULT_TENANT_ID, None, [uuid.UUID(collection_id)], question, done, question
+    )
+    return str(conversation.id)
 
 
 def _variant(ndcg: float, p50: float, items: int = 3) -> dict:
@@ -196,6 +289,18 @@ def _eval_runs(collection_id: str) -> dict[str, EvalRun]:
             metrics={},
             attempts=1,
         ),
+        # Another dataset: it shares no items with the runs above, so compare refuses it.
+        "elsewhere": EvalRun(
+            name="nfcorpus baseline",
+            status=JobStatus.succeeded,
+            config={"variants": [{"label": "base", "overrides": {}}]},
+            progress={"stage": "done"},
+            items_total=3,
+            items_done=3,
+            metrics={"variants": {"base": _variant(0.3, 9.0)}, **_variant(0.3, 9.0)},
+            attempts=1,
+            **{**common, "dataset": {"path": "nfcorpus-mini", "format": "beir", "split": "test"}},
+        ),
         "failed": EvalRun(
             name="broken dataset",
             kind="retrieval",
@@ -250,6 +355,7 @@ def seed_runs(session_factory, corpus: dict) -> dict[str, str]:
         session.add_all(_items(evals["baseline"], "base", [0.4, 0.6, 0.65]))
         ids = {f"agent_{k}": str(v.id) for k, v in agents.items()}
         ids |= {f"eval_{k}": str(v.id) for k, v in evals.items()}
+        ids["conversation"] = _conversation(session, chunk, corpus["collection"]["id"])
         ids["chunk"] = str(chunk.id)
         ids["document"] = handbook
     return ids

@@ -6,11 +6,12 @@ import uuid
 import httpx
 import pytest
 
-from tests.web.conftest import NARROW, SKIP_NO_PLAYWRIGHT, WIDE, shot
+from tests.web.conftest import NARROW, SKIP_NO_PLAYWRIGHT, shot
 
 expect = pytest.importorskip("playwright.sync_api", reason=SKIP_NO_PLAYWRIGHT).expect
 pytestmark = [pytest.mark.integration]
 
+WIDE = {"width": 1440, "height": 900}  # the review's widths: 1440 and 390 px
 PAGES = ["collections", "upload", "documents", "search", "ask", "jobs", "metrics", "keys", "agents", "evals"]
 
 
@@ -53,6 +54,8 @@ def test_with_auth_required_a_wrong_key_is_refused_and_a_valid_one_admitted(page
     page.goto(f"{strict_url}/ui/#/collections")
     dialog = page.get_by_role("dialog", name="API key")
     expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("requires an API key")
+    expect(page.locator("#auth-banner")).to_be_hidden()  # auth is on here
     page.get_by_role("textbox", name="API key").fill("gw_not-a-real-key")
     page.get_by_role("button", name="Use key").click()
     expect(page.locator("#key-error")).to_contain_text("unknown, revoked or expired API key")
@@ -111,7 +114,10 @@ def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, seed
     details = [
         f"document/{handbook}",
         f"agent/{seeded_runs['agent_answered']}",
+        f"agent/{seeded_runs['agent_waiting']}",
+        f"agent/{seeded_runs['agent_long']}",
         f"eval/{seeded_runs['eval_sweep']}",
+        f"ask?conversation={seeded_runs['conversation']}",
     ]
     for name in [*PAGES, *details]:
         page.goto(f"{ui_url}/ui/#/{name}")
@@ -123,7 +129,11 @@ def test_every_page_renders_without_sideways_overflow(page, ui_url, corpus, seed
         assert overflow <= 1, f"{name} overflows sideways by {overflow}px at {viewport['width']}px"
         if name in ("agents", "evals"):  # their resources exist: the pages list them
             expect(page.get_by_text("Not available yet")).to_have_count(0)
-        shot(page, f"page-{name.split('/')[0]}-{viewport['width']}")
+        label = "-".join(
+            re.split(r"[/?=]", name)[:1]
+            + [k for k in ("waiting", "long") if seeded_runs.get(f"agent_{k}") in name]
+        )
+        shot(page, f"page-{label}{'-conversation' if '?' in name else ''}-{viewport['width']}")
     if viewport is NARROW:  # the navigation folds behind the menu button, which opens it
         expect(page.locator("#nav")).to_be_hidden()
         page.get_by_role("button", name="Menu").click()

@@ -52,9 +52,15 @@ def test_create_collection_upload_three_files_and_watch_two_indexed_one_failed(p
                 "buffer": b"# Beta\n\nBeta has a heading. " * 20,
             },
             {"name": "broken.pdf", "mimeType": "application/pdf", "buffer": CORRUPT_PDF},
+            # Types no parser reads (the server's list, GET /v1/ingestion/formats) stay here.
+            {"name": "slides.pptx", "mimeType": "application/octet-stream", "buffer": b"PK\x03\x04 slides"},
+            {"name": "noise.bin", "mimeType": "application/octet-stream", "buffer": bytes(range(256))},
         ],
     )
     expect(page.locator(".file-list li")).to_have_count(3)
+    refused = page.get_by_role("list", name="Files refused")
+    expect(refused.locator("li[data-path]")).to_have_count(2)
+    expect(refused.locator("li[data-path='slides.pptx']")).to_contain_text(".pptx files cannot be read")
     page.get_by_role("button", name="Upload 3 files").click()
 
     job = page.locator(".job")
@@ -66,8 +72,21 @@ def test_create_collection_upload_three_files_and_watch_two_indexed_one_failed(p
     failed = job.locator("tr[data-source='broken.pdf']")
     expect(failed).to_have_attribute("data-status", "failed")
     expect(failed.locator(".reason")).to_contain_text("PDF")
-    expect(job.get_by_role("button", name="Requeue failed")).to_be_visible()
+    expect(failed.locator(".reason")).to_contain_text("permanent")
+    # Not a green "succeeded", and no retry offered for a file that can never be read.
+    expect(job.locator("h2 .badge")).to_have_text("completed with 1 failure")
+    expect(job.get_by_role("button", name=re.compile("Retry|Requeue"))).to_have_count(0)
+    expect(job.locator("#permanent-note")).to_contain_text("1 failure is permanent")
+    expect(job).not_to_contain_text("started not yet")
     shot(page, "upload-finished")
+
+    # The Jobs page finds it under "with failures", badged the same way.
+    page.goto(f"{ui_url}/ui/#/jobs")
+    page.get_by_label("Status").select_option(label="with failures")
+    rows = page.locator("#jobs-table tbody tr")
+    expect(rows.first).to_be_visible()
+    assert all(int(n) > 0 for n in rows.evaluate_all("rs => rs.map(r => r.dataset.failed)"))
+    expect(rows.filter(has_text="completed with 1 failure").first).to_be_visible()
 
     page.goto(f"{ui_url}/ui/#/collections")
     expect(page.locator("#collections-table tr[data-name='ui-upload'] td").first).to_have_text("3")
@@ -129,4 +148,5 @@ def test_edit_a_collection_then_delete_it_after_confirming(page, ui_url, corpus)
     shot(page, "collection-delete-confirm")
     page.get_by_role("button", name="Delete collection").click()
     expect(row).to_have_count(0)
+    expect(page.locator("#collections-status .notice")).to_be_focused()  # focus is not lost
     assert httpx.get(f"{ui_url}/v1/collections/ui-scratch").status_code == 404

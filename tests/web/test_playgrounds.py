@@ -46,6 +46,11 @@ def test_ask_streams_an_answer_and_a_citation_opens_the_cited_span(page, ui_url,
     expect(turn.locator(".citation-link").first).to_be_visible(timeout=180_000)
     expect(turn.locator(".answer")).to_contain_text("12 March 2026")
     expect(page.locator(".toolbar")).to_contain_text("Conversation ")
+    # The claim check is shown: every sentence marked, the mode used, what the prompt held.
+    expect(turn.locator(".grounding")).to_contain_text(re.compile(r"\d+ of \d+ sentences supported"))
+    assert turn.locator(".claim").count() >= 1
+    expect(turn.locator(".mode-line")).to_contain_text(re.compile("Answer mode: (quote|generate)"))
+    expect(turn.locator(".context-line")).to_contain_text("sources in the prompt")
     # A follow-up continues the same conversation.
     page.get_by_label("Question").fill("Which sensor does it add?")
     page.get_by_role("button", name="Ask").click()
@@ -65,6 +70,9 @@ def test_ask_streams_an_answer_and_a_citation_opens_the_cited_span(page, ui_url,
     expect(cited.first).to_be_in_viewport()
     assert "12 March 2026" in " ".join(cited.all_text_contents())
     shot(page, "ask-citation-opened")
+    page.go_back()  # the conversation is still there
+    expect(page.locator(".turn")).to_have_count(2)
+    expect(page.locator(".turn").first.locator(".answer")).to_contain_text("12 March 2026")
 
 
 def test_a_question_asked_while_the_server_is_busy_waits_for_a_slot(page, ui_url, corpus, broker_settings):

@@ -74,8 +74,8 @@ def test_evals_list_and_sweep_run_with_metrics_plot_and_compare(page, ui_url, se
     sweep_row = page.locator(f"#eval-runs tr[data-id='{seeded_runs['eval_sweep']}']")
     expect(sweep_row).to_contain_text("alpha sweep")
     expect(sweep_row).to_contain_text("9 / 9")
-    expect(sweep_row).to_contain_text("ndcg@10 0.610")
-    expect(sweep_row).to_contain_text("best hybrid a=0.5")
+    expect(sweep_row).to_contain_text("ndcg@10 0.740")  # the best variant's, not the first one's
+    expect(sweep_row).to_contain_text("best: hybrid a=0.5")
     expect(page.locator(f"#eval-runs tr[data-id='{seeded_runs['eval_running']}']")).to_contain_text("3 / 10")
     shot(page, "evals")
 
@@ -93,12 +93,32 @@ def test_evals_list_and_sweep_run_with_metrics_plot_and_compare(page, ui_url, se
     expect(plot).to_have_attribute("src", re.compile("^blob:"))
     page.wait_for_function("document.querySelector('img.sweep-plot').naturalWidth > 0")
 
+    # The sweep is also an interactive chart: pointing at a point names its variant.
+    chart = page.locator("#sweep-chart")
+    expect(chart.locator("canvas")).to_have_count(1)
+    expect(chart).to_have_attribute("data-points", "3")
+
+    # Runs on another dataset are listed but cannot be picked (they share no items).
+    other = page.locator(f"#compare-with option[value='{seeded_runs['eval_elsewhere']}']")
+    expect(other).to_be_disabled()
+    expect(other).to_contain_text("other dataset")
+    page.get_by_label("This run's variant").select_option("dense")
     page.get_by_label("Compare with").select_option(seeded_runs["eval_baseline"])
     compare = page.locator("#eval-compare")
     expect(compare).to_contain_text("ndcg@10")
     # this run's dense variant 0.61 against the baseline's 0.55
     expect(compare.locator("tr", has_text="ndcg@10").first).to_contain_text("-0.0600")
     expect(page.get_by_text(re.compile(r"over 3 shared items"))).to_be_visible()
+    page.get_by_label("This run's variant").select_option("hybrid a=0.5")  # the picker is used
+    expect(compare.locator("tr", has_text="ndcg@10").first).to_contain_text("-0.190")
+
+    # Per item: which queries got worse from the baseline variant to this one.
+    page.get_by_label("Variant", exact=True).select_option("dense")
+    page.get_by_label("Baseline").select_option("hybrid a=0.5")
+    page.get_by_label("Show").select_option("worse")
+    items = page.locator("#eval-items tbody tr")
+    expect(items).to_have_count(2)  # 0.5 < 0.7 and 0.6 < 0.8; 0.73 > 0.72 is not worse
+    assert all(float(d) < 0 for d in items.evaluate_all("rs => rs.map(r => r.dataset.delta)"))
     shot(page, "eval-sweep")
 
 
@@ -137,7 +157,7 @@ def test_a_run_started_from_the_form_shows_its_steps_as_they_happen(page, ui_url
     two minutes or is cancelled from the page, and its row in the list follows."""
     page.goto(f"{ui_url}/ui/#/agents")
     page.get_by_label("Agent", exact=True).select_option("react")
-    page.get_by_label("Collection").select_option(label="web-qa")
+    page.get_by_label("web-qa").check()
     page.get_by_label("Task", exact=True).fill("How often should the sensor batteries be replaced?")
     page.get_by_role("button", name="Start run").click()
     expect(page).to_have_url(re.compile(r"#/agent/[0-9a-f-]{36}$"), timeout=120_000)

@@ -89,7 +89,12 @@ document.getElementById("key-form").addEventListener("submit", async (e) => {
   const previous = auth.get();
   auth.set(keyInput.value.trim());
   try {
-    await whoAmI();
+    const tenant = await whoAmI();
+    if (tenant.auth_required === false) {
+      // NOTE: accepted only in the sense that nothing checks it: do not let it pass for a valid key.
+      keyError.textContent = "Auth is off: this key is not checked; requests act as the default tenant.";
+      return;
+    }
     dialog.close();
     route();
   } catch (err) {
@@ -109,6 +114,13 @@ document.getElementById("change-key").addEventListener("click", () => askForKey(
 async function whoAmI() {
   const tenant = await api("/v1/tenant");
   document.getElementById("who").textContent = `Tenant: ${tenant.name}`;
+  // With auth off any key "works": say that no key is checked instead of asking for one.
+  const open = tenant.auth_required === false;
+  document.getElementById("auth-banner").hidden = !open;
+  document.getElementById("key-explain").textContent = open
+    ? "Auth is off on this server: no key is needed and none is checked; every request acts as the default tenant."
+    : "This platform requires an API key. It is kept in this browser tab only (session storage).";
+  keyInput.required = !open;
   return tenant;
 }
 
@@ -121,6 +133,13 @@ function closeMenu() {
 toggle.addEventListener("click", () => {
   const open = document.body.classList.toggle("menu-open");
   toggle.setAttribute("aria-expanded", String(open));
+});
+
+// The skip link targets #view: focus the content without the router reading "view" as a page.
+document.querySelector(".skip").addEventListener("click", (e) => {
+  e.preventDefault();
+  view.focus();
+  view.scrollIntoView();
 });
 
 window.addEventListener("hashchange", route);

@@ -58,6 +58,16 @@ export function notice(kind, text) {
   return h("p", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, text);
 }
 
+/** Show `message` in `where` and move the focus to it: after an action removed the control that had
+ * the focus (a deleted row's button), focus would otherwise fall back to the page's start. */
+export function announce(where, kind, message) {
+  const el = notice(kind, message);
+  el.tabIndex = -1;
+  clear(where, el);
+  el.focus();
+  return el;
+}
+
 export function errorText(err) {
   return err?.status ? `${err.message} (HTTP ${err.status})` : String(err?.message ?? err);
 }

@@ -3,38 +3,33 @@
 
 import { api } from "../api.js";
 import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
-import { ACTIVE, clip, tokens } from "./agents.js";
-import { citationHref } from "./ask.js";
+import { fieldError, showErrors } from "../forms.js";
+import { ACTIVE, clip, finishLabel, tokens, toolErrorAnswer } from "./agents.js";
+import { citationList, linked } from "./answer.js";
 
 const OBSERVATION_CHARS = 400;
 const json = (value) => JSON.stringify(value ?? {}, null, 0);
 
-/** The answer with each [n] linked to the source the run numbered n. */
-function linkedAnswer(answer, citations) {
-  const byNumber = new Map(citations.map((c) => [c.number, c]));
-  return answer.split(/(\[\d+\])/).map((part) => {
-    const c = byNumber.get(Number(part.match(/^\[(\d+)\]$/)?.[1]));
-    return c ? h("a", { href: citationHref(c), class: "cite" }, part) : part;
-  });
-}
-
 function answerCard(run) {
   if (!run.answer) return null;
   const citations = run.citations ?? [];
+  if (toolErrorAnswer(run)) {
+    return h(
+      "section",
+      { class: "card", "aria-label": "Answer" },
+      h("h2", {}, "No answer"),
+      notice("error", "The run ended on a tool's error message instead of an answer to the task:"),
+      h("pre", { class: "observation", id: "run-answer" }, run.answer),
+    );
+  }
   return h(
     "section",
     { class: "card", "aria-label": "Answer" },
     h("h2", {}, "Answer"),
-    h("div", { class: "answer", id: "run-answer" }, linkedAnswer(run.answer, citations)),
-    citations.length
-      ? h(
-          "ol",
-          { class: "citations", "aria-label": "Citations" },
-          citations.map((c) =>
-            h("li", { value: c.number }, h("a", { href: citationHref(c), class: "citation-link" }, c.source_id || c.title, c.page ? `, page ${c.page}` : "", ` (chars ${c.char_start}–${c.char_end})`)),
-          ),
-        )
-      : h("p", { class: "muted" }, "No citations."),
+    h("div", { class: "answer", id: "run-answer" }, linked(run.answer, citations, "number")),
+    // Agent runs carry no per-sentence claim check (only /v1/ask does): say so rather than imply one.
+    h("p", { class: "grounding grounding-none" }, "Not checked sentence by sentence against the sources; follow the citations."),
+    citationList(citations, "number") ?? h("p", { class: "muted" }, "No citations."),
   );
 }
 
@@ -51,7 +46,7 @@ function summary(run) {
   const items = [
     ["Status", badge(run.status)],
     ["Agent", run.agent],
-    ["Finish", run.finish_reason ?? "—"],
+    ["Finish", finishLabel(run)],
     ["Tokens", `${tokens(usage)} (${usage.prompt_tokens ?? 0} in, ${usage.completion_tokens ?? 0} out)`],
     ["Calls", `${usage.llm_calls ?? 0} model, ${usage.tool_calls ?? 0} tool`],
     ["Active", fmt.duration(run.active_s)],
@@ -107,19 +102,69 @@ function traceList(trace) {
   );
 }
 
-/** What the run waits for: client tool outputs (POST …/tool_outputs) or a plan review (POST …/plan). */
-function pending(action) {
+/** A plan as the reviewer edits it: one step a line for plans of plain steps, JSON otherwise. */
+const planText = (plan) => (plan.every((p) => typeof p === "string") ? plan.join("\n") : JSON.stringify(plan.map(({ tool, input }) => ({ tool, input })), null, 2));
+
+function readPlan(text, original) {
+  if (original.every((p) => typeof p === "string")) return text.split("\n").map((l) => l.trim()).filter(Boolean);
+  const plan = JSON.parse(text); // SyntaxError: said beside the field
+  if (!Array.isArray(plan)) throw new SyntaxError("a plan is a JSON list of steps");
+  return plan;
+}
+
+/** What the run waits for, with the form that answers it: a plan review (POST …/plan: approve, or
+ * replace with the edited plan) or client tool outputs (POST …/tool_outputs). `send(path, body,
+ * form, status, fields)` posts and follows the resumed run. */
+function pending(action, send) {
   if (!action) return null;
+  const status = h("div", { "aria-live": "polite" });
   if (action.type === "review_plan") {
-    return h("section", { class: "card waiting", id: "run-pending" }, h("h2", {}, "Waiting for a plan review"), planList(action.plan ?? []), h("p", { class: "muted" }, "Approve or replace it with POST /v1/agents/runs/{id}/plan."));
+    const plan = action.plan ?? [];
+    const editor = h("textarea", { id: "plan-editor", class: "code", rows: Math.min(14, 2 + plan.length * 4), spellcheck: false }, planText(plan));
+    const form = h("form", { class: "plan-review", "aria-label": "Review the plan" });
+    const approve = h("button", { type: "button", class: "primary", onclick: () => send("plan", {}, form, status, {}) }, "Approve plan as is");
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      let edited;
+      try {
+        edited = readPlan(editor.value, plan);
+      } catch (err) {
+        return fieldError(editor, `Not a plan: ${err.message}`);
+      }
+      send("plan", { plan: edited }, form, status, { plan: editor });
+    });
+    form.append(
+      planList(plan),
+      h("div", { class: "field" }, h("label", { for: "plan-editor" }, plan.every((p) => typeof p === "string") ? "Plan (one step a line)" : 'Plan (JSON: [{"tool", "input"}, …]; #E1… refer to earlier steps\' results)'), editor),
+      status,
+      h("div", { class: "actions" }, approve, h("button", { type: "submit", class: "secondary" }, "Run the edited plan")),
+    );
+    return h("section", { class: "card waiting", id: "run-pending" }, h("h2", {}, "Waiting for a plan review"), form);
   }
-  return h(
-    "section",
-    { class: "card waiting", id: "run-pending" },
-    h("h2", {}, "Waiting for client tool outputs"),
-    h("ul", {}, (action.tool_calls ?? []).map((c) => h("li", {}, h("code", { class: "tool" }, c.name), " ", h("code", { class: "args" }, json(c.arguments)), h("span", { class: "muted" }, ` (call ${c.id})`)))),
-    h("p", { class: "muted" }, "The caller answers with POST /v1/agents/runs/{id}/tool_outputs."),
+  const calls = action.tool_calls ?? [];
+  const outputs = calls.map((c, i) => h("textarea", { id: `tool-output-${i}`, rows: 3, maxlength: 20000, required: true, dataset: { call: c.id } }));
+  const form = h(
+    "form",
+    { class: "tool-outputs", "aria-label": "Answer the tool calls" },
+    calls.map((c, i) =>
+      h(
+        "div",
+        { class: "field" },
+        h("label", { for: outputs[i].id }, "Output of ", h("code", { class: "tool" }, c.name), " ", h("code", { class: "args" }, json(c.arguments)), h("span", { class: "muted" }, ` (call ${c.id})`)),
+        outputs[i],
+      ),
+    ),
+    status,
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Send tool outputs")),
   );
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const empty = outputs.find((o) => !o.value.trim());
+    if (empty) return fieldError(empty, "Give this call's output (what your side's tool returned).");
+    const body = { tool_outputs: outputs.map((o) => ({ tool_call_id: o.dataset.call, output: o.value })) };
+    send("tool_outputs", body, form, status, { tool_outputs: outputs[0] });
+  });
+  return h("section", { class: "card waiting", id: "run-pending" }, h("h2", {}, "Waiting for client tool outputs"), form);
 }
 
 export async function render(root, ctx) {
@@ -139,6 +184,21 @@ export async function render(root, ctx) {
     }
   }
 
+  // The answer to a pending action resumes the run; the POST returns at its next stop, while polling
+  // shows the steps it takes meanwhile.
+  function send(path, json, form, formStatus, fields) {
+    for (const b of form.querySelectorAll("button")) b.disabled = true;
+    clear(formStatus, notice("info", "Resuming the run…"));
+    api(`/v1/agents/runs/${id}/${path}`, { method: "POST", json })
+      .then(draw)
+      .catch((err) => {
+        showErrors(form, formStatus, err, fields);
+        for (const b of form.querySelectorAll("button")) b.disabled = false;
+      });
+    schedule(poll, 700);
+  }
+
+  let drawnAction = null;
   function draw(run) {
     const finished = Boolean(run.finished_at);
     clear(headActions, finished ? null : h("button", { type: "button", class: "danger", onclick: (e) => cancel(e.currentTarget) }, "Cancel run"));
@@ -147,12 +207,15 @@ export async function render(root, ctx) {
       summary(run),
       h("section", { class: "card", "aria-label": "Task" }, h("h2", {}, "Task"), h("p", { class: "run-task" }, run.input)),
       run.detail ? notice(run.finish_reason === "answered" ? "info" : "error", `${run.finish_reason}: ${run.detail}`) : null,
-      pending(run.required_action),
+      // NOTE: the pending form is kept while the same action waits, so a poll does not wipe what is typed.
+      samePending(run) ? body.querySelector("#run-pending") : pending(run.required_action, send),
       answerCard(run),
       h("section", { class: "card", "aria-label": "Trace" }, h("h2", {}, `Trace (${run.trace?.length ?? 0} steps)`), traceList(run.trace)),
     );
+    drawnAction = JSON.stringify(run.required_action ?? null);
     schedule(ACTIVE.includes(run.status) ? poll : null, 1000);
   }
+  const samePending = (run) => run.required_action && drawnAction === JSON.stringify(run.required_action) && body.querySelector("#run-pending");
 
   async function poll() {
     try {

@@ -1,7 +1,48 @@
 // Collections: list with counts, create, edit, delete (with confirmation).
 
 import { api, listCollections } from "../api.js";
-import { clear, confirmDialog, errorText, h, notice, pageHeader } from "../dom.js";
+import { announce, clear, confirmDialog, errorText, h, notice, pageHeader } from "../dom.js";
+import { showErrors } from "../forms.js";
+
+const pick = (id, label, options, current, defaultLabel) =>
+  h(
+    "div",
+    { class: "field" },
+    h("label", { for: id }, label),
+    h("select", { id, name: id }, h("option", { value: "" }, `server default (${defaultLabel})`), options.map(([v, t, disabled]) => h("option", { value: v, selected: v === current, disabled }, t))),
+  );
+
+/** The collection's search settings (PATCH retrieval): mode, fusion, rerank; empty = the server's.
+ * Only rerankers that run here are offered: a cross-encoder without a model is skipped silently. */
+function retrievalFields(stored, defaults) {
+  const crossOk = defaults.rerankers.includes("cross-encoder");
+  const rerank = stored.rerank?.enabled === false ? "off" : stored.rerank?.enabled ? stored.rerank.kind ?? defaults.rerank.kind : "";
+  return h(
+    "fieldset",
+    { class: "grid", id: "e-retrieval" },
+    h("legend", {}, "Search"),
+    pick("e-mode", "Mode", [["hybrid", "hybrid"], ["bm25", "bm25"], ["dense", "dense"]], stored.mode, defaults.mode),
+    pick("e-fusion", "Fusion", [["convex", "convex (weighted scores)"], ["rrf", "reciprocal rank (rrf)"]], stored.fusion?.method, defaults.fusion.method),
+    h("div", { class: "field" }, h("label", { for: "e-alpha" }, "Dense weight (convex alpha)"), h("input", { id: "e-alpha", name: "e-alpha", type: "number", min: 0, max: 1, step: 0.05, placeholder: String(defaults.fusion.alpha), value: stored.fusion?.alpha ?? "" })),
+    pick("e-rerank", "Rerank", [["off", "off"], ["llm", "LLM judge"], ["cross-encoder", crossOk ? "cross-encoder" : "cross-encoder (no model on this server)", !crossOk]], rerank, defaults.rerank.enabled ? defaults.rerank.kind : "off"),
+  );
+}
+
+/** The stored retrieval with the dialog's choices applied (unset ones removed: the server's apply). */
+function retrievalFrom(form, stored) {
+  const out = structuredClone(stored ?? {});
+  const f = form.elements;
+  const set = (obj, key, value) => (value === "" || value === undefined ? delete obj[key] : (obj[key] = value));
+  set(out, "mode", f["e-mode"].value);
+  out.fusion = { ...(out.fusion ?? {}) };
+  set(out.fusion, "method", f["e-fusion"].value);
+  set(out.fusion, "alpha", f["e-alpha"].value === "" ? "" : Number(f["e-alpha"].value));
+  if (!Object.keys(out.fusion).length) delete out.fusion;
+  const rerank = f["e-rerank"].value;
+  if (rerank === "") delete out.rerank;
+  else out.rerank = rerank === "off" ? { ...(out.rerank ?? {}), enabled: false } : { ...(out.rerank ?? {}), enabled: true, kind: rerank };
+  return out;
+}
 
 function chunkingFields(prefix, chunking = {}) {
   const id = (n) => `${prefix}-${n}`;
@@ -88,13 +129,14 @@ async function createForm(onCreated) {
       clear(status, notice("ok", `Created “${created.name}”.`));
       onCreated();
     } catch (err) {
-      clear(status, notice("error", errorText(err)));
+      showErrors(form, status, err, { name: f.name, "chunking.chunk_size": f.chunk_size, "chunking.chunk_overlap": f.chunk_overlap, chunking: f.chunk_overlap, index_dim: f.index_dim, embedding_model: f.embedding_model });
     }
   });
   return form;
 }
 
-function editDialog(collection, onSaved) {
+async function editDialog(collection, onSaved) {
+  const defaults = await api("/v1/retrieval/defaults");
   const status = h("div", { class: "form-status" });
   const form = h(
     "form",
@@ -110,6 +152,7 @@ function editDialog(collection, onSaved) {
     ),
     chunkingFields("e", collection.chunking),
     h("small", {}, "Chunking applies to documents ingested from now on."),
+    retrievalFields(collection.retrieval ?? {}, defaults),
     status,
     h("div", { class: "actions" }, h("button", { value: "cancel", class: "secondary", formnovalidate: true }, "Cancel"), h("button", { value: "save", class: "primary" }, "Save")),
   );
@@ -117,7 +160,7 @@ function editDialog(collection, onSaved) {
   form.addEventListener("submit", async (e) => {
     if (e.submitter?.value !== "save") return;
     e.preventDefault();
-    const body = { description: form.elements.description.value, chunking: chunkingFrom(form) };
+    const body = { description: form.elements.description.value, chunking: chunkingFrom(form), retrieval: retrievalFrom(form, collection.retrieval) };
     const dim = Number(form.elements.index_dim.value);
     if (dim && dim !== collection.index_dim) body.index_dim = dim;
     try {
@@ -125,7 +168,8 @@ function editDialog(collection, onSaved) {
       dialog.close();
       onSaved();
     } catch (err) {
-      clear(status, notice("error", errorText(err)));
+      const f = form.elements;
+      showErrors(form, status, err, { "chunking.chunk_size": f.chunk_size, "chunking.chunk_overlap": f.chunk_overlap, chunking: f.chunk_overlap, index_dim: f.index_dim, retrieval: form.querySelector("#e-retrieval") });
     }
   });
   dialog.addEventListener("close", () => dialog.remove());
@@ -162,8 +206,10 @@ function table(collections, refresh) {
                 "Delete collection",
               );
               if (!ok) return;
-              await api(`/v1/collections/${c.id}`, { method: "DELETE" });
-              refresh();
+              let outcome = ["ok", `Collection “${c.name}” deleted.`];
+              await api(`/v1/collections/${c.id}`, { method: "DELETE" }).catch((err) => (outcome = ["error", errorText(err)]));
+              await refresh();
+              announce(document.getElementById("collections-status"), ...outcome);
             },
           },
           "Delete",
@@ -193,5 +239,5 @@ export async function render(root) {
     }
   };
   await refresh();
-  root.append(pageHeader("Collections"), list, await createForm(refresh));
+  root.append(pageHeader("Collections"), h("div", { id: "collections-status", "aria-live": "polite" }), list, await createForm(refresh));
 }

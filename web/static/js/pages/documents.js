@@ -2,7 +2,7 @@
 // re-ingest (a failed one from its stored upload; any one by uploading a new version).
 
 import { api } from "../api.js";
-import { badge, clear, collectionPicker, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { announce, badge, clear, collectionPicker, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
 
 const PAGE = 50;
 const STATUSES = ["", "queued", "parsing", "chunking", "embedding", "indexed", "failed"];
@@ -49,13 +49,14 @@ export async function render(root, ctx) {
   };
 
   const act = async (fn, message) => {
+    let outcome = ["ok", message];
     try {
       await fn();
-      clear(status, notice("ok", message));
     } catch (err) {
-      clear(status, notice("error", errorText(err)));
+      outcome = ["error", errorText(err)];
     }
-    load();
+    await load();
+    announce(status, ...outcome);
   };
 
   const row = (d) =>
@@ -67,11 +68,12 @@ export async function render(root, ctx) {
       h("td", { class: "num" }, `v${d.version}`),
       h("td", { class: "num" }, fmt.bytes(d.size_bytes)),
       h("td", {}, fmt.time(d.updated_at)),
-      h("td", { class: "reason" }, d.error ?? ""),
+      h("td", { class: "reason" }, d.error ?? "", d.retryable === false ? h("span", { class: "muted permanent" }, " (permanent: retrying cannot help; upload a fixed file)") : null),
       h(
         "td",
         { class: "row-actions" },
-        d.status === "failed"
+        // A permanent failure (corrupt, unsupported, empty) fails again: no Retry for it.
+        d.status === "failed" && d.retryable !== false
           ? h("button", { type: "button", class: "link", onclick: () => act(() => api(`/v1/documents/${d.id}/requeue`, { method: "POST" }), `${d.source_id} queued again.`) }, "Retry")
           : null,
         h("button", { type: "button", class: "link", onclick: () => newVersion(d) }, "New version…"),

@@ -3,7 +3,8 @@
 
 import { api } from "../api.js";
 import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
-import { ACTIVE, MAIN_METRIC, progressCell } from "./evals.js";
+import { applySection, bestVariant, itemsSection, sweepChart, variantLabels, variantSelect } from "./eval_parts.js";
+import { ACTIVE, MAIN_METRIC, progressCell, progressText } from "./evals.js";
 
 // Columns after the quality metrics, in this order (evals/metrics.py latency_summary, runner.aggregate).
 const COST = ["latency_ms_p50", "latency_ms_p99", "tokens_mean", "tokens_total", "items"];
@@ -94,24 +95,41 @@ async function sweepSection(run, ctx) {
     { class: "card", "aria-label": "Sweep" },
     h("h2", {}, "Sweep: quality against latency"),
     table("eval-sweep", null, ["Setting", "Retrieval overrides", sweep.metric, "p50 latency", "p99 latency", "Pareto front"], rows),
+    sweepChart(sweep),
     img,
   );
 }
 
+const sameDataset = (a, b) => a.dataset?.path === b.dataset?.path && (a.dataset?.split ?? "test") === (b.dataset?.split ?? "test") && a.dataset?.format === b.dataset?.format;
+
+/** Compare a variant of this run with a variant of another run on the same dataset: runs on other
+ * datasets share no items, so they are listed but cannot be picked. */
 async function compareSection(run) {
-  const others = (await api(`/v1/evals?kind=${encodeURIComponent(run.kind)}&status=succeeded&limit=100`)).filter((r) => r.id !== run.id);
-  if (!others.length) return null;
+  const all = (await api(`/v1/evals?kind=${encodeURIComponent(run.kind)}&status=succeeded&limit=100`)).filter((r) => r.id !== run.id);
+  if (!all.length) return null;
+  const comparable = all.filter((r) => sameDataset(r, run));
   const out = h("div", { "aria-live": "polite" });
+  const mineSelect = variantSelect("compare-mine", variantLabels(run), bestVariant(run), () => show());
+  const theirs = h("span", {});
+  let otherVariant = null;
   const select = h(
     "select",
-    { id: "compare-with", onchange: () => show(select.value) },
+    { id: "compare-with", onchange: () => pickOther() },
     h("option", { value: "" }, "choose a run"),
-    others.map((r) => h("option", { value: r.id }, `${r.name || r.id.slice(0, 8)} · ${fmt.time(r.created_at)}`)),
+    all.map((r) => h("option", { value: r.id, disabled: !sameDataset(r, run) }, `${r.name || r.id.slice(0, 8)} · ${fmt.time(r.created_at)}${sameDataset(r, run) ? "" : ` — other dataset (${r.dataset?.path ?? "?"}), not comparable`}`)),
   );
-  async function show(other) {
+  function pickOther() {
+    const other = all.find((r) => r.id === select.value);
+    otherVariant = other ? variantSelect("compare-theirs", variantLabels(other), bestVariant(other), () => show()) : null;
+    clear(theirs, otherVariant ? h("div", { class: "field inline" }, h("label", { for: "compare-theirs" }, "Its variant"), otherVariant) : null);
+    show();
+  }
+  async function show() {
+    const other = select.value;
     if (!other) return clear(out);
     try {
-      const c = await api(`/v1/evals/${run.id}/compare/${other}`);
+      const q = new URLSearchParams({ variant: mineSelect.value, other_variant: otherVariant?.value ?? "" });
+      const c = await api(`/v1/evals/${run.id}/compare/${other}?${q}`);
       const mine = run.metrics.variants?.[c.a.variant] ?? {};
       const t = c.test ?? {};
       clear(
@@ -133,7 +151,20 @@ async function compareSection(run) {
       clear(out, notice("error", errorText(err)));
     }
   }
-  return h("section", { class: "card", "aria-label": "Compare" }, h("h2", {}, "Compare"), h("div", { class: "field inline" }, h("label", { for: "compare-with" }, "Compare with"), select), out);
+  return h(
+    "section",
+    { class: "card", "aria-label": "Compare" },
+    h("h2", {}, "Compare"),
+    h(
+      "div",
+      { class: "toolbar" },
+      h("div", { class: "field inline" }, h("label", { for: "compare-mine" }, "This run's variant"), mineSelect),
+      h("div", { class: "field inline" }, h("label", { for: "compare-with" }, "Compare with"), select),
+      theirs,
+    ),
+    comparable.length < all.length ? h("p", { class: "muted" }, `${all.length - comparable.length} run(s) evaluated another dataset: they share no items with this one.`) : null,
+    out,
+  );
 }
 
 function summary(run) {
@@ -173,13 +204,17 @@ export async function render(root, ctx) {
     clear(headActions, active ? h("button", { type: "button", class: "danger", onclick: (e) => cancel(e.currentTarget) }, "Cancel run") : null);
     const parts = [
       summary(run),
-      active ? h("div", { class: "card eval-progress" }, h("p", {}, `${run.progress?.stage ?? run.status}: ${Math.round(run.fraction_done * 100)}%`), progressCell(run)) : null,
+      active ? h("div", { class: "card eval-progress" }, h("p", {}, progressText(run)), progressCell(run)) : null,
       run.error && run.status !== "cancelled" ? notice("error", run.error) : null,
       h("section", { class: "card", "aria-label": "Metrics" }, h("h2", {}, "Metrics per variant"), metricsTable(run)),
     ];
     // Sweep and comparison only make sense once the run is done; they are fetched once then.
     if (!active && run.metrics?.sweep) parts.push(await sweepSection(run, ctx).catch((err) => notice("error", errorText(err))));
-    if (run.status === "succeeded") parts.push(await compareSection(run).catch((err) => notice("error", errorText(err))));
+    if (run.status === "succeeded") {
+      parts.push(itemsSection(run, MAIN_METRIC[run.kind]));
+      parts.push(await compareSection(run).catch((err) => notice("error", errorText(err))));
+      parts.push(await applySection(run).catch((err) => notice("error", errorText(err))));
+    }
     clear(body, parts);
     schedule(active ? poll : null, 2000);
   }

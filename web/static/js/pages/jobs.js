@@ -1,10 +1,20 @@
 // Jobs: every ingestion job of the tenant with its progress and failures; one job opens live.
 
 import { api, listCollections } from "../api.js";
-import { badge, clear, errorText, fmt, h, notice, pageHeader } from "../dom.js";
-import { jobPanel } from "./job_panel.js";
+import { clear, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { jobBadge, jobPanel, startedAt } from "./job_panel.js";
 
-const STATUSES = ["", "queued", "running", "succeeded", "failed", "cancelled"];
+// [query, label]: "with failures" also finds succeeded jobs some of whose documents failed.
+const FILTERS = [
+  ["", "any"],
+  ["status=queued", "queued"],
+  ["status=running", "running"],
+  ["status=succeeded", "succeeded"],
+  ["status=succeeded&failures=false", "completed, no failures"],
+  ["failures=true", "with failures"],
+  ["status=failed", "failed (all documents)"],
+  ["status=cancelled", "cancelled"],
+];
 
 export async function render(root, ctx) {
   if (ctx.args[0]) {
@@ -13,7 +23,7 @@ export async function render(root, ctx) {
   }
   const names = Object.fromEntries((await listCollections()).map((c) => [c.id, c.name]));
   const list = h("section", { "aria-label": "Jobs" });
-  const filter = h("select", { id: "job-status", onchange: () => load() }, STATUSES.map((s) => h("option", { value: s }, s || "any")));
+  const filter = h("select", { id: "job-status", onchange: () => load() }, FILTERS.map(([q, label]) => h("option", { value: q }, label)));
   let timer;
   ctx.onCleanup(() => clearTimeout(timer));
 
@@ -21,7 +31,7 @@ export async function render(root, ctx) {
     clearTimeout(timer);
     let jobs;
     try {
-      jobs = await api(`/v1/jobs?limit=100${filter.value ? `&status=${filter.value}` : ""}`);
+      jobs = await api(`/v1/jobs?limit=100${filter.value ? `&${filter.value}` : ""}`);
     } catch (err) {
       clear(list, notice("error", errorText(err)));
       return;
@@ -42,15 +52,15 @@ export async function render(root, ctx) {
                 jobs.map((j) =>
                   h(
                     "tr",
-                    { dataset: { status: j.status } },
+                    { dataset: { status: j.status, failed: j.documents_failed } },
                     h("th", { scope: "row" }, h("a", { href: `#/jobs/${j.id}` }, h("code", {}, j.id.slice(0, 8)))),
                     h("td", {}, names[j.collection_id] ?? j.collection_id.slice(0, 8)),
-                    h("td", {}, badge(j.status)),
+                    h("td", {}, jobBadge(j)),
                     h("td", { class: "nowrap" }, h("progress", { max: 1, value: j.progress, "aria-label": `progress of job ${j.id.slice(0, 8)}` }), ` ${Math.round(j.progress * 100)}%`),
                     h("td", { class: "num" }, `${j.documents_done} / ${j.documents_total}`),
                     h("td", { class: "num" }, j.documents_failed ? h("a", { href: `#/jobs/${j.id}` }, j.documents_failed) : 0),
                     h("td", { class: "num" }, j.chunks_embedded),
-                    h("td", {}, fmt.time(j.created_at)),
+                    h("td", {}, startedAt(j) ? fmt.time(startedAt(j)) : h("span", { class: "muted" }, `queued ${fmt.time(j.created_at)}`)),
                     h("td", {}, fmt.time(j.updated_at)),
                   ),
                 ),

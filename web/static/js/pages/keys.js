@@ -2,7 +2,8 @@
 // operator, tenants.
 
 import { api } from "../api.js";
-import { clear, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
+import { showErrors } from "../forms.js";
+import { announce, clear, confirmDialog, errorText, fmt, h, notice, pageHeader } from "../dom.js";
 
 /** A new secret, shown in `where` once (the API never returns it again), selected for copying. */
 function shownOnce(where, message, secret, id, label) {
@@ -23,6 +24,8 @@ export async function render(root) {
   const tenant = await api("/v1/tenant");
   const list = h("section", { "aria-label": "API keys" });
   const created = h("div", { "aria-live": "polite" });
+  const keysStatus = h("div", { id: "keys-status" });
+  let refreshTenants = null; // the operator's tenants table shows live-key counts: kept current
 
   async function load() {
     const keys = await api("/v1/admin/keys");
@@ -42,14 +45,14 @@ export async function render(root) {
                 keys.map((k) =>
                   h(
                     "tr",
-                    { dataset: { prefix: k.prefix, state: k.revoked_at ? "revoked" : "live" } },
+                    { dataset: { prefix: k.prefix, state: k.revoked_at ? "revoked" : k.expires_at && new Date(k.expires_at) < new Date() ? "expired" : "live" } },
                     h("th", { scope: "row" }, k.name),
                     h("td", {}, h("code", {}, `${k.prefix}…`)),
                     h("td", {}, k.scopes.join(", ")),
                     h("td", {}, fmt.time(k.created_at)),
-                    h("td", {}, k.expires_at ? fmt.time(k.expires_at) : "never"),
+                    h("td", {}, k.expires_at ? [fmt.time(k.expires_at), new Date(k.expires_at) < new Date() ? h("span", { class: "badge badge-failed" }, " expired") : null] : "never"),
                     h("td", {}, fmt.time(k.last_used_at)),
-                    h("td", {}, k.revoked_at ? h("span", { class: "badge badge-failed" }, `revoked ${fmt.time(k.revoked_at)}`) : h("span", { class: "badge badge-indexed" }, "live")),
+                    h("td", {}, k.revoked_at ? h("span", { class: "badge badge-failed" }, `revoked ${fmt.time(k.revoked_at)}`) : k.expires_at && new Date(k.expires_at) < new Date() ? h("span", { class: "badge badge-failed" }, "expired") : h("span", { class: "badge badge-indexed" }, "live")),
                     h(
                       "td",
                       { class: "row-actions" },
@@ -63,7 +66,9 @@ export async function render(root) {
                               onclick: async () => {
                                 if (!(await confirmDialog(`Revoke “${k.name}”?`, "Requests with this key are refused from now on. This cannot be undone.", "Revoke key"))) return;
                                 await api(`/v1/admin/keys/${encodeURIComponent(k.prefix)}`, { method: "DELETE" });
-                                load();
+                                await load();
+                                await refreshTenants?.();
+                                announce(keysStatus, "ok", `Key “${k.name}” revoked.`);
                               },
                             },
                             "Revoke",
@@ -79,6 +84,7 @@ export async function render(root) {
   }
 
   const name = h("input", { id: "key-name", name: "name", required: true, maxlength: 200, placeholder: "e.g. ci-pipeline" });
+  const expires = h("input", { id: "key-expires", name: "expires_in_days", type: "number", min: 0.01, max: 3650, step: "any", placeholder: "never" });
   const scopes = ["read", "write", "admin"].map((scope) =>
     h("input", { type: "checkbox", id: `key-scope-${scope}`, name: "scopes", value: scope, checked: scope !== "admin" }),
   );
@@ -93,27 +99,34 @@ export async function render(root) {
       h("legend", {}, "Scopes"),
       scopes.map((box) => h("label", { for: box.id }, box, ` ${box.value}`)),
     ),
+    h("div", { class: "field inline" }, h("label", { for: "key-expires" }, "Expires after (days; empty: never)"), expires),
     created,
   );
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     try {
       const chosen = scopes.filter((box) => box.checked).map((box) => box.value);
-      const key = await api("/v1/admin/keys", { method: "POST", json: { name: name.value.trim(), scopes: chosen } });
+      const days = expires.value ? Number(expires.value) : null;
+      const key = await api("/v1/admin/keys", { method: "POST", json: { name: name.value.trim(), scopes: chosen, expires_in_days: days } });
       name.value = "";
+      expires.value = "";
       shownOnce(created, `Key “${key.name}” created.`, key.key, "new-key", "The new key");
       await load();
+      await refreshTenants?.();
     } catch (err) {
-      clear(created, notice("error", errorText(err)));
+      showErrors(form, created, err, { name, scopes: scopes[0], expires_in_days: expires });
     }
   });
   await load();
+  const tenants = await tenantsSection();
+  refreshTenants = tenants?.refresh;
   root.append(
     pageHeader("API keys"),
     h("p", { class: "muted" }, `Keys of tenant “${tenant.name}”. A key acts as its tenant on every endpoint.`),
     form,
+    keysStatus,
     list,
-    await tenantsSection(),
+    tenants?.el,
   );
 }
 
@@ -159,5 +172,5 @@ async function tenantsSection() {
       clear(created, notice("error", errorText(err)));
     }
   });
-  return h("section", { "aria-label": "Tenants" }, h("h2", {}, "Tenants"), form, table);
+  return { el: h("section", { "aria-label": "Tenants" }, h("h2", {}, "Tenants"), form, table), refresh: async () => show(await api("/v1/admin/tenants")) };
 }

@@ -93,6 +93,8 @@ function resultsView(data, k) {
 export async function render(root, ctx) {
   const picker = await collectionPicker(ctx.query.get("collection"), (c) => (collection = c));
   let collection = picker.collection;
+  // A cross-encoder without a configured model is skipped by the server: not offered then.
+  const crossOk = (await api("/v1/retrieval/defaults")).rerankers.includes("cross-encoder");
   const out = h("div", { "aria-live": "polite" });
   const form = h(
     "form",
@@ -111,7 +113,7 @@ export async function render(root, ctx) {
           "select",
           { id: "rerank", name: "rerank" },
           h("option", { value: "off" }, "off"),
-          h("option", { value: "cross-encoder" }, "cross-encoder"),
+          h("option", { value: "cross-encoder", disabled: !crossOk }, crossOk ? "cross-encoder" : "cross-encoder (no model on this server)"),
           h("option", { value: "llm" }, "LLM judge"),
         ),
       ),

@@ -26,26 +26,57 @@ async function droppedFiles(dataTransfer) {
   return out;
 }
 
+/** {extensions: Set(".pdf", …), kinds: "PDF, DOCX, …"} from GET /v1/ingestion/formats: the parsers'
+ * own list, so a parser added on the server is accepted here without a UI change. */
+async function acceptedFormats() {
+  const { formats, no_extension } = await api("/v1/ingestion/formats");
+  return {
+    extensions: new Set(formats.flatMap((f) => f.extensions)),
+    kinds: formats.map((f) => f.kind).join(", "),
+    noExtension: no_extension,
+  };
+}
+
+/** Why a file is refused before upload, or null: an extension no parser reads, or nothing in it. */
+function refusal(path, size, accepted) {
+  const name = path.split("/").pop();
+  const dot = name.lastIndexOf(".");
+  const ext = dot > 0 ? name.slice(dot).toLowerCase() : "";
+  if (!size) return "empty file";
+  if (!ext) return accepted.noExtension ? null : "no file extension";
+  return accepted.extensions.has(ext) ? null : `${ext} files cannot be read (readable: ${accepted.kinds})`;
+}
+
 export async function render(root, ctx) {
+  const accepted = await acceptedFormats();
   let collection;
   const picker = await collectionPicker(ctx.query.get("collection"), (c) => (collection = c));
   collection = picker.collection;
   let chosen = [];
+  let refused = [];
   const fileList = h("ul", { class: "file-list", "aria-label": "Files to upload" });
+  const refusedList = h("ul", { class: "outcomes refused", "aria-label": "Files refused" });
   const status = h("div", { class: "form-status" });
   const progress = h("section", { "aria-label": "Job progress", "aria-live": "polite" });
   const send = h("button", { type: "button", class: "primary", disabled: true }, "Upload");
 
   const show = () => {
     clear(fileList, chosen.map(({ path, file }) => h("li", {}, h("span", { class: "path" }, path), h("span", { class: "muted" }, `${file.size} B`))));
+    clear(
+      refusedList,
+      refused.length ? h("li", { class: "muted" }, `Not uploaded (${refused.length}): the parsers cannot read them.`) : null,
+      refused.map(({ path, reason }) => h("li", { dataset: { path } }, h("span", { class: "path" }, path), h("span", { class: "badge badge-rejected" }, "refused"), h("span", { class: "reason" }, reason))),
+    );
     send.disabled = !chosen.length || !collection;
     send.textContent = chosen.length ? `Upload ${chosen.length} file${chosen.length > 1 ? "s" : ""}` : "Upload";
   };
   const add = (items) => {
-    chosen = [...chosen, ...items];
+    const verdicts = items.map((item) => ({ ...item, reason: refusal(item.path, item.file.size, accepted) }));
+    chosen = [...chosen, ...verdicts.filter((v) => !v.reason)];
+    refused = [...refused, ...verdicts.filter((v) => v.reason)];
     show();
   };
-  const filesInput = h("input", { id: "files", type: "file", multiple: true, class: "visually-hidden", onchange: (e) => add([...e.target.files].map((f) => ({ file: f, path: f.name }))) });
+  const filesInput = h("input", { id: "files", type: "file", multiple: true, class: "visually-hidden", accept: [...accepted.extensions].join(","), onchange: (e) => add([...e.target.files].map((f) => ({ file: f, path: f.name }))) });
   const folderInput = h("input", {
     id: "folder",
     type: "file",
@@ -57,6 +88,7 @@ export async function render(root, ctx) {
     "div",
     { class: "dropzone", id: "dropzone" },
     h("p", {}, "Drop files or folders here, or"),
+    h("p", { class: "muted", id: "accepted-types" }, `Readable: ${accepted.kinds} (${[...accepted.extensions].join(" ")}).`),
     h("div", { class: "actions" }, filesInput, h("label", { for: "files", class: "button secondary" }, "Choose files"), folderInput, h("label", { for: "folder", class: "button secondary" }, "Choose a folder")),
   );
   zone.addEventListener("dragover", (e) => {
@@ -97,7 +129,7 @@ export async function render(root, ctx) {
 
   root.append(
     pageHeader("Upload"),
-    h("div", { class: "card" }, picker.el, zone, fileList, h("div", { class: "actions" }, h("button", { type: "button", class: "secondary", onclick: () => ((chosen = []), show()) }, "Clear"), send), status),
+    h("div", { class: "card" }, picker.el, zone, fileList, h("div", { class: "actions" }, h("button", { type: "button", class: "secondary", onclick: () => ((chosen = []), (refused = []), show()) }, "Clear"), send), refusedList, status),
     progress,
   );
   if (ctx.query.get("job")) progress.append(await jobPanel(ctx.query.get("job"), ctx));
