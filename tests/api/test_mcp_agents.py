@@ -19,7 +19,6 @@ from core.settings.mcp import McpSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 COMMIT = "Add the QX-7 humidity sensor driver"
-BUDGETS = {"max_steps": 2}  # one call and a spare: the answer follows the first observation
 CRASHY = Path(__file__).parents[1] / "support" / "crashing_mcp_server.py"
 
 
@@ -59,7 +58,7 @@ def servers(repo) -> McpSettings:
 
 
 @pytest.fixture(scope="module")
-def api(broker_settings, servers, qa_collection):
+def api(broker_settings, servers):
     with TestClient(create_app(broker_settings.model_copy(update={"mcp": servers}))) as client:
         yield client
 
@@ -94,7 +93,7 @@ def _results(run: dict, prefix: str) -> list[str]:
 def test_agent_calls_the_time_server_with_a_schema_valid_call_and_cites_it(api, servers):
     schema = _server_schemas(servers.server("time"))["get_current_time"]
     task = "What is the current time in Europe/Paris?"
-    run = _run(api, agent="react", input=task, mcp_servers=["time"], budgets=BUDGETS)
+    run = _run(api, agent="react", input=task, mcp_servers=["time"])
     assert run["status"] == "completed" and run["mcp_servers"] == ["time"], run
     [call, *_] = _mcp_calls(run, "time_")
     assert call["error"] is None and call["name"] == "time_get_current_time", call
@@ -110,7 +109,7 @@ def test_agent_calls_the_time_server_with_a_schema_valid_call_and_cites_it(api, 
 def test_agent_reads_the_git_log_of_a_local_repository(api, servers, repo):
     schema = _server_schemas(servers.server("git"))["git_log"]
     task = "What is the message of the latest commit in the git repository?"
-    run = _run(api, agent="react", input=task, mcp_servers=["git"], budgets=BUDGETS)
+    run = _run(api, agent="react", input=task, mcp_servers=["git"])
     calls = _mcp_calls(run, "git_")
     assert calls and {c["name"] for c in calls} == {"git_git_log"}, run["trace"]  # only the allowed tool
     for call in calls:
