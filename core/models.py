@@ -259,7 +259,7 @@ class AgentRun(_Timestamps, Base):
     collection_ids: Mapped[list] = mapped_column(JSONB, default=list)
     tools: Mapped[list] = mapped_column(JSONB, default=list)  # enabled built-in tool names
     client_tools: Mapped[list] = mapped_column(JSONB, default=list)  # caller-run OpenAI function tools
-    mcp_servers: Mapped[list] = mapped_column(JSONB, default=list)  # allowlisted MCP servers (0014)
+    mcp_servers: Mapped[list] = mapped_column(JSONB, default=list)  # allowlisted MCP servers (0012)
     budgets: Mapped[dict] = mapped_column(JSONB, default=dict)
     review_plan: Mapped[bool] = mapped_column(default=False)
     plan: Mapped[list] = mapped_column(JSONB, default=list)

@@ -1,7 +1,7 @@
 """The MCP servers an agent run may use (agents/mcp/).
 
-Revision ID: 0014_mcp_servers
-Revises: 0010_rate_limit_storage
+Revision ID: 0012_mcp_servers
+Revises: 0011_connectors
 """
 
 from collections.abc import Sequence
@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0014_mcp_servers"
-down_revision: str | Sequence[str] | None = "0010_rate_limit_storage"
+revision: str = "0012_mcp_servers"
+down_revision: str | Sequence[str] | None = "0011_connectors"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
