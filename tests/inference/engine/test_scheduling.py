@@ -137,7 +137,9 @@ def test_a_tenant_that_queued_many_sequences_does_not_delay_another_tenants():
     from inference.scheduler import Scheduler
     from inference.sequence import Sequence
 
-    scheduler = Scheduler(BlockManager(64, 16), max_num_seqs=2, max_num_batched_tokens=64, prefill_chunk_size=64)
+    scheduler = Scheduler(
+        BlockManager(64, 16), max_num_seqs=2, max_num_batched_tokens=64, prefill_chunk_size=64
+    )
 
     def seq(name: str, tenant: str) -> Sequence:
         params = SamplingParams(max_tokens=4, cache_salt=tenant)
