@@ -47,9 +47,10 @@ def test_conversations_are_listed_newest_first_and_read_back_with_their_claims(c
 
 def test_formats_list_the_parsers_kinds_with_extensions(client):
     formats = {f["kind"]: f for f in client.get("/v1/ingestion/formats").json()["formats"]}
-    assert {"pdf", "docx", "markdown", "text", "html"} <= set(formats)
+    assert {"pdf", "docx", "pptx", "xlsx", "markdown", "text", "html"} <= set(formats)
     assert ".docx" in formats["docx"]["extensions"] and ".md" in formats["markdown"]["extensions"]
-    assert not any(".pptx" in f["extensions"] or ".bin" in f["extensions"] for f in formats.values())
+    assert ".pptx" in formats["pptx"]["extensions"]  # a parser's kind appears by itself
+    assert not any(".exe" in f["extensions"] or ".bin" in f["extensions"] for f in formats.values())
 
 
 def test_tenant_says_whether_auth_is_required_and_a_new_key_counts_as_live(client):

@@ -53,14 +53,14 @@ def test_create_collection_upload_three_files_and_watch_two_indexed_one_failed(p
             },
             {"name": "broken.pdf", "mimeType": "application/pdf", "buffer": CORRUPT_PDF},
             # Types no parser reads (the server's list, GET /v1/ingestion/formats) stay here.
-            {"name": "slides.pptx", "mimeType": "application/octet-stream", "buffer": b"PK\x03\x04 slides"},
+            {"name": "setup.exe", "mimeType": "application/octet-stream", "buffer": b"MZ\x90\x00 setup"},
             {"name": "noise.bin", "mimeType": "application/octet-stream", "buffer": bytes(range(256))},
         ],
     )
     expect(page.locator(".file-list li")).to_have_count(3)
     refused = page.get_by_role("list", name="Files refused")
     expect(refused.locator("li[data-path]")).to_have_count(2)
-    expect(refused.locator("li[data-path='slides.pptx']")).to_contain_text(".pptx files cannot be read")
+    expect(refused.locator("li[data-path='setup.exe']")).to_contain_text(".exe files cannot be read")
     page.get_by_role("button", name="Upload 3 files").click()
 
     job = page.locator(".job")
