@@ -19,7 +19,6 @@ from core.settings.mcp import McpSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 COMMIT = "Add the QX-7 humidity sensor driver"
-CRASHY = Path(__file__).parents[1] / "support" / "crashing_mcp_server.py"
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +47,14 @@ def servers(repo) -> McpSettings:
                 "tools": ["git_log"],  # the operator offers a read-only tool only
                 "arguments": {"repo_path": str(repo)},  # ...of the one repository it serves
             },
-            {"name": "crashy", "command": py, "args": [str(CRASHY)]},
+            {"name": "crashy", "command": py, "args": ["-m", "tests.support.crashing_mcp_server"]},
             {"name": "missing", "command": "/nonexistent/mcp-server"},
-            {"name": "elsewhere", "command": py, "args": [str(CRASHY)], "tenants": ["another-tenant"]},
+            {
+                "name": "elsewhere",
+                "command": py,
+                "args": ["-m", "tests.support.crashing_mcp_server"],
+                "tenants": ["another-tenant"],
+            },
         ],
         call_timeout_s=20,
         connect_timeout_s=30,

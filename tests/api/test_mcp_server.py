@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from api.main import create_app
 from tests.api.qa_corpus import QUESTION
 from tests.support.http import running
-from tests.support.mcp import error_text, http_client, make_key, payload
+from tests.support.mcp_client import error_text, http_client, make_key, payload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 TOOLS = {
