@@ -19,10 +19,11 @@ from sqlalchemy import func, select
 from agents.runs.store import get_run, run_dict
 from agents.tools import BUILTIN
 from api.admission import admitted, answer_slots
+from api.charging import charging, estimate_tokens, reserve
 from api.deps import Principal, require_scope
 from api.document_text import parsed_text
 from api.errors import ApiError
-from api.ratelimit import Meter, charging, rate_limited
+from api.ratelimit import Meter, rate_limited
 from api.routers.agents import RunBody, ToolOutput, advance, check_tool_outputs, create_run, ready_runner
 from api.routers.ask import AskBody, Generation, run_ask
 from api.routers.collections import get_collection
@@ -181,12 +182,19 @@ async def ask(caller: Caller, args: AskArgs) -> dict:
         claim_check=args.claim_check,
         generation=Generation(max_tokens=args.max_tokens),
     )
+    qa = caller.state.settings.qa
+    held = await asyncio.to_thread(
+        reserve,
+        meter,
+        estimate_tokens(args.question) + qa.sources_token_budget,
+        args.max_tokens or qa.max_tokens,
+    )
     session = _session(caller, tenant)
     try:
         events = run_ask(caller.state, session, tenant, body, persist=False)
         done = [
             e
-            async for e in charging(admitted(events, answer_slots(caller.state)), meter)
+            async for e in charging(admitted(events, answer_slots(caller.state), str(tenant)), held)
             if e["type"] == "done"
         ]
     finally:
