@@ -27,6 +27,16 @@ install() {
   echo "$want" >"$STAMP"
 }
 
+# OCR of scanned PDF pages runs Debian's Tesseract (ingestion/parsers/ocr.py); as root, install it when
+# it is missing. Without it, scanned pages yield no text and their documents say so.
+ocr() {
+  if ! command -v tesseract >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing tesseract-ocr for scanned PDFs (apt-get)..." >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr; } >/dev/null 2>&1 \
+      || echo "could not install tesseract-ocr: scanned PDF pages will not be read" >&2
+  fi
+}
+
 # The browser tests (tests/web) drive Debian's Chromium; as root, install it when it is missing.
 # Without it they skip, saying why.
 browser() {
@@ -51,10 +61,12 @@ shift || true
 case $cmd in
   run)
     install
+    ocr
     exec "$VENV/bin/groundwork" up "$@"
     ;;
   test)
     install
+    ocr
     browser
     alerting
     # vLLM's own venv (cached outside the repo, skipped when its pins are unchanged) for the

@@ -127,7 +127,6 @@ def ocr(pages: int) -> dict:
     from PIL import Image, ImageDraw, ImageFont
 
     from ingestion.parsers import parse
-    from ingestion.parsers.ocr import _engine
 
     images = []
     for p in range(pages):
@@ -139,7 +138,6 @@ def ocr(pages: int) -> dict:
         images.append(image)
     out = io.BytesIO()
     images[0].save(out, "PDF", resolution=150, save_all=True, append_images=images[1:])
-    _engine()  # model load is once per process, not per page
     t0 = time.perf_counter()
     doc = parse(out.getvalue(), "scan.pdf")
     seconds = time.perf_counter() - t0
