@@ -129,7 +129,7 @@ class AgentChatModel:
         max_tokens = max_tokens or self.max_tokens
         held = None
         if self.gate is not None:
-            held = await self.gate.reserve(json.dumps(messages) + json.dumps(tools), max_tokens, parallel)
+            held = await self.gate.reserve(json.dumps(messages) + json.dumps(tools), max_tokens)
         try:
             turn = (messages, tools, choice, max_tokens, parallel)
             if isinstance(self.backend, LocalChatBackend):

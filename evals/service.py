@@ -183,18 +183,18 @@ def compare_runs(
 ) -> dict:
     if a.kind != b.kind:
         raise EvalInputError(f"cannot compare a {a.kind} run with a {b.kind} run")
-    if _dataset_key(a) != _dataset_key(b):
-        # Different datasets share no items: the deltas would compare nothing.
-        raise EvalInputError(
-            f"the runs evaluated different datasets ({a.dataset.get('path')} and {b.dataset.get('path')})"
-        )
     va, vb = variant_a or main_variant(a), variant_b or main_variant(b)
     metrics_a, metrics_b = a.metrics.get("variants", {}).get(va), b.metrics.get("variants", {}).get(vb)
     if metrics_a is None or metrics_b is None:
         raise EvalInputError("both runs must have finished (and have the variants asked for)")
-    result = compare(
-        metrics_a, metrics_b, item_metrics(session, a, va), item_metrics(session, b, vb), MAIN_METRIC[a.kind]
-    )
+    items_a, items_b = item_metrics(session, a, va), item_metrics(session, b, vb)
+    # NOTE: the same files uploaded twice (the CLI uploads a folder per command) sit at two paths and
+    # share their items; runs on different datasets share none, and their deltas would compare nothing.
+    if _dataset_key(a) != _dataset_key(b) and not items_a.keys() & items_b.keys():
+        raise EvalInputError(
+            f"the runs evaluated different datasets ({a.dataset.get('path')} and {b.dataset.get('path')})"
+        )
+    result = compare(metrics_a, metrics_b, items_a, items_b, MAIN_METRIC[a.kind])
     return {"a": {"id": str(a.id), "variant": va}, "b": {"id": str(b.id), "variant": vb}, **result}
 
 
