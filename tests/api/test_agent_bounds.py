@@ -51,7 +51,9 @@ def test_a_client_tool_with_a_huge_enum_is_refused_at_creation(client):
     }
     before = client.get("/v1/agents/runs", params={"limit": 100}).json()["data"]
     resp = client.post("/v1/agents/runs", json={"input": "pick a code", "tools": [tool]})
-    assert resp.status_code == 422 and "max_client_tool_chars" in resp.text, resp.text
+    # Refused by the schema bounds (enum length) or the size cap, whichever looks first: a 422 that says why.
+    said = ("enum of 50000 values" in resp.text) or ("max_client_tool_chars" in resp.text)
+    assert resp.status_code == 422 and said, resp.text
     assert client.get("/v1/agents/runs", params={"limit": 100}).json()["data"] == before  # no run
 
 
