@@ -28,6 +28,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def event_stream(description: str) -> dict[int | str, dict[str, Any]]:
     """`responses=` for a route that answers `stream: true` with server-sent events: the JSON of the
     response model stays the non-stream shape, and text/event-stream is documented beside it."""
-    return {
-        200: {"content": {"text/event-stream": {"schema": {"type": "string", "description": description}}}}
+    # NOTE: the schema of one event (what SSE clients and schemathesis parse a stream into), not of
+    # the stream's bytes.
+    event = {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "event": {"type": "string"},
+            "data": {"type": "string", "description": "The event's JSON (or [DONE] for chat)."},
+            "id": {"type": "string"},
+            "retry": {"type": "integer"},
+        },
     }
+    return {200: {"content": {"text/event-stream": {"schema": event}}}}

@@ -81,6 +81,7 @@ def test_25_background_agent_runs_stay_within_5_percent_of_the_key_token_limit(
     body = {"input": "What is 17 * 23?", "tools": ["calculator"], "background": True, "agent": "react"}
     state = _state(strict, client)
     with TestClient(create_app(strict, state)) as limited:
+        began = time.monotonic()
         started = [limited.post("/v1/agents/runs", json=body, headers=key) for _ in range(RUNS)]
         assert {r.status_code for r in started} <= {202, 429}, [r.text for r in started]
         ids = {r.json()["id"] for r in started if r.status_code == 202}
@@ -94,12 +95,15 @@ def test_25_background_agent_runs_stay_within_5_percent_of_the_key_token_limit(
             if all(r["finished_at"] for r in runs) or time.monotonic() > deadline:
                 break
             time.sleep(1)
+        # NOTE: the limit is per minute: runs that outlast one window (a slow machine) may use the
+        # next window's tokens too, so the bound is the limit of every window they touched.
+        windows = int((time.monotonic() - began) // 60) + 1
         state.extras.pop("engine")  # the session's: not shut down with this app
     assert all(r["finished_at"] for r in runs), [r["status"] for r in runs]
     used = sum(r["usage"].get("prompt_tokens", 0) + r["usage"].get("completion_tokens", 0) for r in runs)
     stopped = [r for r in runs if "token rate limit" in (r["detail"] or "")]
     print(f"{len(ids)} background runs, {len(stopped)} stopped by the limit: {used} tokens of {LIMIT}/min")
-    assert 0 < used <= LIMIT * 1.05, used
+    assert 0 < used <= LIMIT * 1.05 * windows, (used, windows)
     assert stopped and all(r["finish_reason"] == "budget_exhausted" for r in stopped)
 
 
