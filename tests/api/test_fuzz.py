@@ -57,8 +57,9 @@ def _fuzz(app, headers: dict | None = None) -> tuple[int, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def app_for(broker_settings):
-    """Apps on one shared state (one database pool, one engine: the first chat loads it), small."""
+def app_for(broker_settings, celery_worker):
+    """Apps on one shared state (one database pool, one engine: the first chat loads it), small; a
+    worker runs on the queue, so /readyz is ready (it checks that one is alive)."""
     engine = broker_settings.engine.model_copy(update={"kv_cache_memory_gb": 0.1, "cpu_packed_rows": 0})
     base = build_state(broker_settings.model_copy(update={"engine": engine}))
 
