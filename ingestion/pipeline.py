@@ -162,6 +162,13 @@ def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
     )
     annotate({"groundwork.bytes": len(data), "groundwork.parsed.text": content(parsed.text)})
     del data
+    # NOTE: Office parsers stop early at the cap; every other parser is checked here, after it ran.
+    if len(parsed.text) > knobs.max_parsed_chars:
+        raise PermanentError(
+            f"the parsed text has {len(parsed.text):,} characters; at most {knobs.max_parsed_chars:,} "
+            "(ingestion.max_parsed_chars)",
+            "text_too_large",
+        )
     return Prepared(claim, parsed, [], {"parse": time.perf_counter() - t0})
 
 

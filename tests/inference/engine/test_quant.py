@@ -1,5 +1,6 @@
 """GGUF weights kept 4/8-bit: block mappings equal gguf's own dequantization, our kernel's matmuls equal
-the dequantised reference, and greedy outputs do not depend on the batch size."""
+the dequantised reference, and greedy outputs do not depend on the batch size
+(with bf16 copies: but for near ties)."""
 
 from __future__ import annotations
 
@@ -79,8 +80,26 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkey
     assert torch.equal(linear(long, torch.empty(0), bias, zero), bias.expand(len(long), -1))
 
 
+# Measured on SmolLM2 (12 prompts x 12 tokens): logprobs moved by up to 0.17 nats with bf16 copies, 0.13
+# with fp32 sgemm. The bounds:
+NEAR_TIE = 0.25  # nats between the two best tokens, under which either may be picked
+LOGPROB_DRIFT = 0.3
+
+
+def _greedy_with_top2(engine, prompts: list[list[int]], params) -> list[list]:
+    """Each prompt's greedy tokens with the two best logprobs at every step, all prompts in one batch."""
+    ids = [f"q-{engine._arrivals + i}" for i in range(len(prompts))]
+    for rid, prompt in zip(ids, prompts, strict=True):
+        engine.add_request(rid, prompt, replace(params, logprobs=2))
+    steps: dict[str, list] = {rid: [] for rid in ids}
+    while engine.has_unfinished():
+        for out in engine.step():
+            steps[out.request_id].extend(out.logprobs or [])
+    return [steps[rid] for rid in ids]
+
+
 @pytest.mark.slow
-def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path, model_cache):
+def test_smollm2_quantized_greedy_outputs_agree_across_batch_sizes(smollm2_path, model_cache):
     from inference.config import EngineConfig
     from inference.engine import LLMEngine
     from inference.protocol import SamplingParams
@@ -98,10 +117,19 @@ def test_smollm2_quantized_greedy_outputs_equal_across_batch_sizes(smollm2_path,
     texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"] * 3
     prompts = [engine.tokenizer.encode(t) for t in texts]
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
-    together = [tokens for tokens, _, _ in engine.generate(prompts, params)]
-    alone = [engine.generate([p], params)[0][0] for p in prompts]
-    assert together == alone
-    assert "Paris" in engine.tokenizer.decode(together[0])
+    together = _greedy_with_top2(engine, prompts, params)
+    alone = [_greedy_with_top2(engine, [p], params)[0] for p in prompts]
+    assert "Paris" in engine.tokenizer.decode([s.token_id for s in together[0]])
+    for batched, single in zip(together, alone, strict=True):
+        assert len(batched) == len(single) == 12
+        for a, b in zip(batched, single, strict=True):
+            # NOTE: the long-chunk path and the kernel round differently (bf16 copies, or fp32 sums
+            # in another order), so a near tie may go either way; after it the texts differ.
+            assert abs(a.logprob - b.logprob) < LOGPROB_DRIFT, (a, b)
+            if a.token_id != b.token_id:
+                gap = b.logprob - b.top.get(a.token_id, -float("inf"))
+                assert gap < NEAR_TIE, (a, b)
+                break
 
 
 @pytest.mark.slow
