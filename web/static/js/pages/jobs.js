@@ -25,17 +25,22 @@ export async function render(root, ctx) {
   const list = h("section", { "aria-label": "Jobs" });
   const filter = h("select", { id: "job-status", onchange: () => load() }, FILTERS.map(([q, label]) => h("option", { value: q }, label)));
   let timer;
+  let latest = 0;
   ctx.onCleanup(() => clearTimeout(timer));
 
   async function load() {
     clearTimeout(timer);
+    // NOTE: a filter changed while a list is loading starts another load; only the newest one renders.
+    const mine = ++latest;
+    const shown = filter.value;
     let jobs;
     try {
-      jobs = await api(`/v1/jobs?limit=100${filter.value ? `&${filter.value}` : ""}`);
+      jobs = await api(`/v1/jobs?limit=100${shown ? `&${shown}` : ""}`);
     } catch (err) {
-      clear(list, notice("error", errorText(err)));
+      if (mine === latest) clear(list, notice("error", errorText(err)));
       return;
     }
+    if (mine !== latest) return;
     clear(
       list,
       jobs.length
@@ -44,7 +49,7 @@ export async function render(root, ctx) {
             { class: "table-wrap" },
             h(
               "table",
-              { id: "jobs-table" },
+              { id: "jobs-table", dataset: { filter: shown } },
               h("thead", {}, h("tr", {}, ["Job", "Collection", "Status", "Progress", "Indexed", "Failed", "Chunks", "Started", "Last activity"].map((t) => h("th", { scope: "col" }, t)))),
               h(
                 "tbody",
