@@ -2,8 +2,9 @@
 
 Starts the platform as a user would (`groundwork up` on a fresh data dir: embedded Postgres, the
 database broker, a worker, the API, the demo corpus), then sends the demo questions to /v1/ask, all
-at once, and reports the latency breakdown per stage (retrieval, rerank, TTFT, total) p50/p99 and
-the prefix-cache hit rate of the answers' prompts. Writes benchmarks/results/qa.json and a table.
+at once, and reports the latency breakdown per stage (retrieval, rerank, TTFT, total; `client`: what
+the client waited, admission's 503 + Retry-After refusals retried) p50/p99 and the prefix-cache hit
+rate of the answers' prompts. Writes benchmarks/results/qa.json and a table.
 
 - `--backend vllm`: the platform on the vLLM server it supervises (`groundwork vllm install` first).
 - `--replicas N --routing prefix,round_robin`: `groundwork up --replicas N` once per routing policy
@@ -105,14 +106,20 @@ async def ask_all(
                 "question": question,
                 "generation": {"max_tokens": max_tokens},
             }
+            sent, refused = time.perf_counter(), 0
             try:
-                response = await client.post("/v1/ask", json=body)
+                # As a client should: an answer refused by admission (503 + Retry-After) is asked again.
+                while (response := await client.post("/v1/ask", json=body)).status_code == 503 and (
+                    "Retry-After" in response.headers
+                ):
+                    refused += 1
+                    await asyncio.sleep(float(response.headers["Retry-After"]))
                 response.raise_for_status()
             except httpx.HTTPError as exc:
                 if strict:
                     raise
                 return {"error": f"{type(exc).__name__}: {exc}"}
-            return response.json()
+            return response.json() | {"client_ms": 1000 * (time.perf_counter() - sent), "refused": refused}
 
         start = time.perf_counter()
         answers = await asyncio.gather(*(one(q) for q in questions))
@@ -197,6 +204,8 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
         stage: _percentiles([a["timings"][f"{stage}_ms"] for a in answers if f"{stage}_ms" in a["timings"]])
         for stage in ("retrieval", "rerank", "ttft", "total")
     }
+    # What the client waited, refusals and their Retry-After included.
+    stages["client"] = _percentiles([a["client_ms"] for a in answers])
     completion = sum(a["usage"]["completion_tokens"] for a in answers)
     report = {
         "backend": args.backend,
@@ -209,6 +218,7 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
         "completion_tokens_per_s": completion / wall,
         "latency_ms": stages,
         "prefix_cache_hit_rate": rate,
+        "refused_then_retried": sum(a["refused"] for a in answers),
         "grounded": sum(a["grounded"] for a in answers),
         "with_citations": sum(bool(a["citations"]) for a in answers),
     }
@@ -242,7 +252,8 @@ def print_report(report: dict) -> None:
         f"wall {report['wall_s']:.1f} s · {report['answers_per_s']:.2f} answers/s · "
         f"{report['completion_tokens_per_s']:.1f} tokens/s · prefix-cache hit rate "
         f"{report['prefix_cache_hit_rate']:.1%} · "
-        f"{report['with_citations']}/{report['concurrency']} with citations"
+        f"{report['with_citations']}/{report['concurrency']} with citations · "
+        f"{report['refused_then_retried']} refusals (503 + Retry-After) retried"
     )
     if "killed_replica" in report:
         k = report["killed_replica"]
