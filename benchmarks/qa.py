@@ -98,7 +98,10 @@ async def ask_all(
     base_url: str, questions: list[str], max_tokens: int, strict: bool = True
 ) -> tuple[list[dict], float]:
     """The answers (with `strict` off, a failed ask is {"error": ...} instead of raising) and wall time."""
-    async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
+    # NOTE: no kept-alive connections: one reused as the server closes it after a Retry-After sleep
+    # fails with ReadError before the request was read.
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
 
         async def one(question: str) -> dict:
             body = {

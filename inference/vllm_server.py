@@ -111,6 +111,11 @@ def server_spec(settings: Settings, port: int | None = None, name: str = "vllm")
         "--enable-auto-tool-choice",
         "--tool-call-parser",
         cfg.tool_call_parser,
+        # NOTE: by default vLLM's tool-call structural tag pins only the envelope (markup, function
+        # name), and arguments only of tools marked `strict`; SmolLM2 then wrote `"looke"` as the
+        # arguments. Every call of ours must match its schema, as on our engine.
+        "--tool-strict-level",
+        "parameter",
         *(["--enforce-eager"] if cfg.enforce_eager else []),
         *cfg.extra_args,
     ]
