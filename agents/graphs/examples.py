@@ -69,6 +69,7 @@ def copied(step_input: str, task: str) -> bool:
 def evidence(task: str, steps: list[tuple[str, str, str]]) -> str:
     """The ReWOO solver's prompt: the task, then each (tool, input, observation) as `#E<n> tool[input]:`."""
     listed = "\n".join(f"#E{i} {tool}[{arg}]: {seen}" for i, (tool, arg, seen) in enumerate(steps, 1))
+    listed = listed or "(none: no tools were available)"
     return f"Task: {task}\n\nEvidence:\n{listed}"
 
 

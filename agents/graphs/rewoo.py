@@ -1,7 +1,8 @@
 """ReWOO: plan every tool call up front in one grammar-constrained call, run them, then answer.
 
     START -> planner -> review -> worker --(steps left)--> worker
-                                        \\--(done)--> solver -> END
+                           \\             \\--(done)--> solver -> END
+                            \\--(empty plan: no tools)--> solver
 
 The plan is data: `[{"id": "E1", "tool": "search", "input": "..."}, ...]`; a step's input may
 mention the evidence of earlier steps as `#E1`, replaced by that step's observation before it runs.
@@ -78,15 +79,15 @@ def plan_tool(deps: AgentDeps) -> dict:
 
 def check_plan(steps: list, deps: AgentDeps) -> list[dict]:
     """A plan as stored: numbered steps naming offered tools (ValueError otherwise)."""
-    names = {t["function"]["name"] for t in deps.offered(with_final=False)}
+    names = sorted(t["function"]["name"] for t in deps.offered(with_final=False))
     plan = []
     for i, step in enumerate(steps, start=1):
-        if (
-            not isinstance(step, dict)
-            or step.get("tool") not in names
-            or not str(step.get("input", "")).strip()
-        ):
-            raise ValueError(f"plan step {i} must be {{'tool': one of {sorted(names)}, 'input': text}}")
+        if not isinstance(step, dict) or not str(step.get("input", "")).strip():
+            raise ValueError(f"plan step {i} must be {{'tool': one of {names}, 'input': text}}")
+        if step.get("tool") not in names:
+            raise ValueError(
+                f"plan step {i} names {step.get('tool')!r}, not a tool of this run; its tools: {names}"
+            )
         plan.append({"id": f"E{i}", "tool": step["tool"], "input": str(step["input"])})
     return plan
 
@@ -94,6 +95,9 @@ def check_plan(steps: list, deps: AgentDeps) -> list[dict]:
 async def planner(state: RewooState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
     tools = deps.offered(with_final=False)
+    if not tools:  # e.g. its only MCP server did not start: the solver answers from no evidence
+        event = {"type": "plan", "plan": [], "note": "no tools to plan with: answered without evidence"}
+        return {**emit(event), "plan": [], "evidence": {}, "values": {}}
     listing = "\n".join(f"- {t['function']['name']}: {t['function']['description']}" for t in tools)
     messages = [
         {"role": "system", "content": f"{PLANNER}\nTools:\n{listing}"},
@@ -136,8 +140,8 @@ def without_copies(steps: list[dict], task: str) -> tuple[list[dict], list[dict]
 async def review(state: RewooState, config: RunnableConfig) -> dict:
     """With review_plan, pause so that the caller approves or replaces the plan."""
     deps = deps_of(config)
-    if not deps.review_plan or state.get("finish_reason"):
-        return {}
+    if not deps.review_plan or state.get("finish_reason") or not state["plan"]:
+        return {}  # an empty plan (no tools) has nothing to review: a replacement could name none
     decision = interrupt({"type": "review_plan", "plan": state["plan"]})
     if decision.get("plan") is None:
         return emit({"type": "plan_approved"})
@@ -205,7 +209,9 @@ async def solver(state: RewooState, config: RunnableConfig) -> dict:
 
 
 def _after_review(state: RewooState) -> str:
-    return END if state.get("finish_reason") else "worker"
+    if state.get("finish_reason"):
+        return END
+    return "worker" if state["plan"] else "solver"
 
 
 def _after_worker(state: RewooState) -> str:
@@ -222,7 +228,7 @@ def build_graph() -> StateGraph:
     graph.add_node("solver", solver)
     graph.add_edge(START, "planner")
     graph.add_edge("planner", "review")
-    graph.add_conditional_edges("review", _after_review, ["worker", END])
+    graph.add_conditional_edges("review", _after_review, ["worker", "solver", END])
     graph.add_conditional_edges("worker", _after_worker, ["worker", "solver", END])
     graph.add_edge("solver", END)
     return graph

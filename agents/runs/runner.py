@@ -179,9 +179,8 @@ class AgentRunner:
                 f"invoke_agent {run.agent}",
             )
             graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
-            deps = self._deps(run)
-            if run.mcp_servers and self.mcp is not None:
-                deps.mcp = await self._mcp_tools(run)
+            deps = await self.deps(run)
+            self._note_unavailable(run, deps.mcp)
             config = {"configurable": {"thread_id": str(run.id), "deps": deps}, "recursion_limit": 200}
             graph_input: Any = (
                 {"task": run.input, "usage": {}}
@@ -217,10 +216,17 @@ class AgentRunner:
             run.active_s += time.monotonic() - started
             await self._record(run, session, values, interrupt)
 
-    async def _mcp_tools(self, run: AgentRun) -> McpToolbox:
-        """The run's MCP tools, listed now; a server that cannot start is a trace step, not a failure."""
-        box = await McpToolbox.open(self.mcp, list(run.mcp_servers))
-        for server, detail in box.unavailable.items():
+    async def deps(self, run: AgentRun) -> AgentDeps:
+        """What a segment of the run uses, with its MCP servers' tools listed now: also what a
+        replacement plan is checked against, so that it may name every tool the run may use."""
+        deps = self._deps(run)
+        if run.mcp_servers and self.mcp is not None:
+            deps.mcp = await McpToolbox.open(self.mcp, list(run.mcp_servers))
+        return deps
+
+    def _note_unavailable(self, run: AgentRun, box: McpToolbox | None) -> None:
+        """A server that cannot start is a trace step, not a failure."""
+        for server, detail in (box.unavailable if box else {}).items():
             event = {
                 "type": "mcp_unavailable",
                 "server": server,
@@ -229,7 +235,6 @@ class AgentRunner:
             }
             run.trace = [*run.trace, event]
             self._publish(run.id, event)
-        return box
 
     async def _stream(self, run: AgentRun, session: Session, graph, graph_input, config) -> dict | None:
         """Stream one segment; returns the interrupt it paused on, if any."""

@@ -14,6 +14,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
+from functools import cache
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -36,7 +37,11 @@ _URI = re.compile(r"groundwork://(collections|documents)/([^/?#]{1,200})")
 CallerOf = Callable[[ServerRequestContext], Caller]
 
 
+@cache
 def tool_list() -> list[types.Tool]:
+    """Built once: the schemas are static, and pydantic takes ~5 ms to generate them all, which the
+    SDK would otherwise spend on every tools/call of the 2026-07-28 protocol (it looks up the
+    called tool's schema to check `Mcp-Param-*` headers; see `input_schema`)."""
     return [
         types.Tool(
             name=t.name,
@@ -46,6 +51,12 @@ def tool_list() -> list[types.Tool]:
         )
         for t in TOOLS.values()
     ]
+
+
+def input_schema(name: str) -> dict | None:
+    """A tool's input schema by name, for the SDK's per-call header check (without this it lists
+    every tool on each call)."""
+    return next((t.input_schema for t in tool_list() if t.name == name), None)
 
 
 def _tool_error(message: str) -> types.CallToolResult:
@@ -165,6 +176,7 @@ def build_server(caller_of: CallerOf) -> Server:
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
+        get_tool_input_schema=input_schema,
     )
 
 

@@ -120,9 +120,15 @@ class GetRunArgs(Args):
     trace: bool = Field(default=False, description="Include every step of the run.")
 
 
+class ToolOutputArg(ToolOutput):
+    # REST's ToolOutput with unknown keys refused, as in every MCP argument (exact schemas). NOTE: a
+    # comment, not a docstring: pydantic would send a docstring to clients as the description.
+    model_config = ConfigDict(extra="forbid")
+
+
 class ToolOutputsArgs(Args):
     run_id: uuid.UUID
-    tool_outputs: list[ToolOutput] = Field(min_length=1, max_length=16)
+    tool_outputs: list[ToolOutputArg] = Field(min_length=1, max_length=16)
     wait: bool = Field(default=True, description="Return at the run's next stop instead of at once.")
 
 

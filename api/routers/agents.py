@@ -310,7 +310,7 @@ async def review_plan(
             )
         if body.plan is not None:
             try:
-                PLAN_CHECKS[run.agent](body.plan, agent_runner(state)._deps(run))
+                PLAN_CHECKS[run.agent](body.plan, await agent_runner(state).deps(run))
             except ValueError as exc:
                 raise ApiError(422, "invalid_plan", str(exc)) from exc
         return await advance(state, session, run, body.stream, meter, resume={"plan": body.plan})

@@ -160,3 +160,29 @@ def test_admin_overview_lists_the_endpoint_and_the_tenants_servers_with_their_to
     assert [t["name"] for t in servers["git"]["tools"]] == ["git_log"]
     assert "get_current_time" in {t["name"] for t in servers["time"]["tools"]}
     assert servers["missing"]["error"] and not servers["missing"]["tools"]
+
+
+def test_a_rewoo_run_left_with_no_tools_still_answers(api):
+    # Its one MCP server cannot start and no built-ins were asked for: nothing to plan with.
+    run = _run(api, agent="rewoo", input="Say hello to the team.", mcp_servers=["missing"])
+    assert run["status"] == "completed" and run["finish_reason"] == "answered", (run["detail"], run["trace"])
+    assert [s["server"] for s in run["trace"] if s["type"] == "mcp_unavailable"] == ["missing"]
+    [plan] = [s for s in run["trace"] if s["type"] == "plan"]
+    assert plan["plan"] == [] and "no tools" in plan["note"], plan
+    assert run["usage"]["llm_calls"] == 1 and run["usage"].get("tool_calls", 0) == 0, run["usage"]
+
+
+def test_a_replacement_plan_may_name_the_runs_mcp_tools_but_no_unknown_tool(api):
+    run = _run(api, agent="rewoo", input="What time is it in Tokyo?", mcp_servers=["time"], review_plan=True)
+    assert run["status"] == "requires_action" and run["required_action"]["type"] == "review_plan", run
+    bad = api.post(f"/v1/agents/runs/{run['id']}/plan", json={"plan": [{"tool": "rm", "input": "-rf"}]})
+    error = bad.json()["error"]
+    assert bad.status_code == 422 and error["code"] == "invalid_plan", bad.text
+    assert "'rm'" in error["message"] and "time_get_current_time" in error["message"], error
+    edited = [{"tool": "time_get_current_time", "input": "Asia/Tokyo"}]
+    done = api.post(f"/v1/agents/runs/{run['id']}/plan", json={"plan": edited})
+    assert done.status_code == 200, done.text
+    done = done.json()
+    assert done["status"] == "completed" and done["plan"][0]["tool"] == "time_get_current_time", done
+    [output] = _results(done, "time_")
+    assert "Asia/Tokyo" in output and '"datetime"' in output, output
