@@ -160,3 +160,20 @@ def test_admin_overview_lists_the_endpoint_and_the_tenants_servers_with_their_to
     assert [t["name"] for t in servers["git"]["tools"]] == ["git_log"]
     assert "get_current_time" in {t["name"] for t in servers["time"]["tools"]}
     assert servers["missing"]["error"] and not servers["missing"]["tools"]
+
+
+def test_the_start_form_catalog_names_the_servers_and_a_run_still_starting_one_can_be_cancelled(
+    broker_settings,
+):
+    # Never answers (and exits when its stdin closes): a run is still starting it when cancelled.
+    mute = {"name": "mute", "command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}
+    knobs = McpSettings(servers=[mute], connect_timeout_s=60)
+    with TestClient(create_app(broker_settings.model_copy(update={"mcp": knobs}))) as api:
+        assert api.get("/v1/agents/tools").json()["mcp_servers"] == ["mute"]
+        body = {"input": "hi", "mcp_servers": ["mute"], "background": True}
+        started = api.post("/v1/agents/runs", json=body)
+        assert started.status_code == 202, started.text
+        cancelled = api.post(f"/v1/agents/runs/{started.json()['id']}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        run = cancelled.json()
+    assert run["finish_reason"] == "cancelled" and run["finished_at"], run  # not left "queued"
