@@ -83,7 +83,7 @@ def test_create_collection_upload_three_files_and_watch_two_indexed_one_failed(p
     # The Jobs page finds it under "with failures", badged the same way.
     page.goto(f"{ui_url}/ui/#/jobs")
     page.get_by_label("Status").select_option(label="with failures")
-    rows = page.locator("#jobs-table tbody tr")
+    rows = page.locator("#jobs-table[data-filter='failures=true'] tbody tr")  # (not the unfiltered list)
     expect(rows.first).to_be_visible()
     assert all(int(n) > 0 for n in rows.evaluate_all("rs => rs.map(r => r.dataset.failed)"))
     expect(rows.filter(has_text="completed with 1 failure").first).to_be_visible()

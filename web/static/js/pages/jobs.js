@@ -44,7 +44,7 @@ export async function render(root, ctx) {
             { class: "table-wrap" },
             h(
               "table",
-              { id: "jobs-table" },
+              { id: "jobs-table", dataset: { filter: filter.value } }, // (which list this is, for a reader or test)
               h("thead", {}, h("tr", {}, ["Job", "Collection", "Status", "Progress", "Indexed", "Failed", "Chunks", "Started", "Last activity"].map((t) => h("th", { scope: "col" }, t)))),
               h(
                 "tbody",
