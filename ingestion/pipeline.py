@@ -91,6 +91,29 @@ class Heartbeat:
         self._thread.join()
 
 
+class EmbedProgress:
+    """A group's embedding progress in its job (state.note_embedding), as the model goes: the
+    counters a stored document has not taken over (`stored`) are withdrawn at the end, whether
+    its documents failed, were superseded or the task is to be retried."""
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: uuid.UUID) -> None:
+        self.sessions, self.job_id = sessions, job_id
+        self.sent = self.planned = self.stored = 0
+
+    def report(self, sent: int, planned: int) -> None:
+        with session_scope(self.sessions) as session:
+            state.note_embedding(session, self.job_id, sent - self.sent, planned - self.planned)
+        self.sent, self.planned = sent, planned
+
+    def close(self) -> None:
+        if self.planned == self.stored:
+            return
+        try:
+            self.report(self.stored, self.stored)
+        except Exception:  # the database is away: the counters only mislead until the job ends
+            log.warning("job %s: embedding progress not withdrawn", self.job_id, exc_info=True)
+
+
 @traced("ingest.embed")
 def embed_with_reuse(
     sessions: sessionmaker[Session],
@@ -99,12 +122,14 @@ def embed_with_reuse(
     embedder: Embedder,
     group: int | None = None,
     between: Callable[[], None] = lambda: None,
+    progress: Callable[[int, int], None] = lambda sent, planned: None,
 ) -> tuple[np.ndarray, list[bool]]:
     """Vectors for `texts`, re-using any the collection already stores for an identical text.
 
     Returns the vectors and, per text, whether it was sent to the model (only the first of equal
     texts is). The model runs over `group` texts at a time, `between()` before each group (it
-    raises to stop: the documents were cancelled or deleted). NOTE: reuse is sound because a
+    raises to stop: the documents were cancelled or deleted); `progress(sent, planned)` is told the
+    texts to send before the first group and after each one. NOTE: reuse is sound because a
     collection has exactly one model.
     """
     hashes = [text_hash(t) for t in texts]
@@ -120,10 +145,13 @@ def embed_with_reuse(
     fresh = [h not in known and first[h] == i for i, h in enumerate(hashes)]
     missing = [i for i, new in enumerate(fresh) if new]
     step = group or max(1, len(missing))
+    if missing:
+        progress(0, len(missing))
     for at in range(0, len(missing), step):
         between()
         part = missing[at : at + step]
         known.update(zip((hashes[i] for i in part), embedder.encode([texts[i] for i in part]), strict=True))
+        progress(at + len(part), len(missing))
     vectors = np.stack([known[h] for h in hashes]) if hashes else np.zeros((0, embedder.dim), np.float32)
     return vectors, fresh
 
@@ -321,30 +349,36 @@ def _embed_and_store(ctx: PipelineContext, items: list[Prepared], outcomes: dict
             if not state.still_claimed(session, claims):
                 raise state.Superseded("every document of the group was cancelled, deleted or re-uploaded")
 
+    live = EmbedProgress(ctx.sessions, first.job_id)
     try:
-        vectors, fresh = embed_with_reuse(
-            ctx.sessions,
-            first.collection_id,
-            texts,
-            ctx.embedder_for(first.embedding_model),
-            ctx.settings.ingestion.embed_group,
-            still_wanted,
-        )
-    except state.Superseded:
-        log.info("job %s: embedding stopped, its documents are no longer wanted", first.job_id)
-        for claim in claims:
-            outcomes[claim.document_id] = "superseded"
-            _discard_orphan_blob(ctx, claim.blob_key)
-        return
-    share = (time.perf_counter() - t0) / max(1, len(texts))
-    offset = 0
-    for item in items:
-        n = len(item.drafts)
-        item.seconds["embed"] = share * n  # the group's embedding time, split by chunk count
-        rows, embedded = vectors[offset : offset + n], sum(fresh[offset : offset + n])
-        if _isolated(ctx, item.claim, outcomes, lambda i=item, r=rows, e=embedded: _store(ctx, i, r, e)):
-            outcomes[item.claim.document_id] = "indexed"
-        offset += n
+        try:
+            vectors, fresh = embed_with_reuse(
+                ctx.sessions,
+                first.collection_id,
+                texts,
+                ctx.embedder_for(first.embedding_model),
+                ctx.settings.ingestion.embed_group,
+                still_wanted,
+                live.report,
+            )
+        except state.Superseded:
+            log.info("job %s: embedding stopped, its documents are no longer wanted", first.job_id)
+            for claim in claims:
+                outcomes[claim.document_id] = "superseded"
+                _discard_orphan_blob(ctx, claim.blob_key)
+            return
+        share = (time.perf_counter() - t0) / max(1, len(texts))
+        offset = 0
+        for item in items:
+            n = len(item.drafts)
+            item.seconds["embed"] = share * n  # the group's embedding time, split by chunk count
+            rows, embedded = vectors[offset : offset + n], sum(fresh[offset : offset + n])
+            if _isolated(ctx, item.claim, outcomes, lambda i=item, r=rows, e=embedded: _store(ctx, i, r, e)):
+                outcomes[item.claim.document_id] = "indexed"
+                live.stored += embedded
+            offset += n
+    finally:
+        live.close()
 
 
 def _discard_orphan_blob(ctx: PipelineContext, key: str | None) -> None:

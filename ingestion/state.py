@@ -219,9 +219,28 @@ def bump_job(
     for stage, seconds in (stage_seconds or {}).items():
         stages[f"{stage}_s"] = round(stages.get(f"{stage}_s", 0.0) + seconds, 4)
     stages["chunks_reused"] = stages.get("chunks_reused", 0) + reused
-    job.stages = stages
+    job.stages = _embedding_moved(stages, -embedded, -embedded) if embedded else stages
     job.heartbeat_at = func.now()
     _close_if_finished(job)
+
+
+def note_embedding(session: Session, job_id: uuid.UUID, sent: int, planned: int) -> None:
+    """Live embedding progress: `planned` more chunks to send to the model, `sent` more sent.
+
+    `stages.embedding_sent` of `stages.embedding_planned` are the chunks of groups still embedding
+    (every task of the job adds to them); a stored document moves its chunks from these to
+    `chunks_embedded` in its store transaction (bump_job), so their sum never jumps back."""
+    job = session.get(IngestionJob, job_id, with_for_update=True, populate_existing=True)
+    if job is None:
+        return
+    job.stages = _embedding_moved(dict(job.stages or {}), sent, planned)
+    job.heartbeat_at = func.now()
+
+
+def _embedding_moved(stages: dict, sent: int, planned: int) -> dict:
+    for key, delta in (("embedding_sent", sent), ("embedding_planned", planned)):
+        stages[key] = max(0, stages.get(key, 0) + delta)
+    return stages
 
 
 def release_from_job(session: Session, doc: Document) -> None:

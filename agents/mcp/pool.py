@@ -62,6 +62,8 @@ class _Connection:
 
     def close(self) -> None:
         self._stop.set()
+        if not self.ready.is_set():  # still starting (a server that never answers): stop waiting on it
+            self.task.cancel()
 
 
 def _leaf(exc: BaseException) -> BaseException:

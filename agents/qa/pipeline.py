@@ -7,7 +7,8 @@ the non-streaming path is the same code run to the end:
    what the prompt holds and what was left out and why (context.py)
   {"type": "token", "text"} many
   {"type": "done", "answer", "citations", "invalid_citations", "usage", "timings", "grounded",
-   "answer_mode_used", "quote_method", "fallback", "claims", "context"}
+   "answer_mode_used", "quote_method", "fallback", "claims", "context", "model"}; model: the
+   generator that wrote or chose the answer (None when nothing relevant was found: no model ran)
 
 Answer modes (`AskRequest.answer_mode`, default `QASettings.answer_mode`): `generate` lets the model
 write and then checks every sentence against its sources (claims.py); `quote` has it choose whole
@@ -270,8 +271,7 @@ class AskPipeline:
             yield text
         out.append(Answer(text, citations, [], usage, finish_reason, "quote", method, fallback, claims))
 
-    @staticmethod
-    def _done(answer: Answer, timings: dict[str, float], grounded: bool, context: dict) -> dict:
+    def _done(self, answer: Answer, timings: dict[str, float], grounded: bool, context: dict) -> dict:
         return {
             "type": "done",
             "answer": answer.text,
@@ -286,4 +286,5 @@ class AskPipeline:
             "fallback": answer.fallback,
             "claims": answer.claims,
             "context": context,
+            "model": self.backend.model_name if grounded else None,
         }

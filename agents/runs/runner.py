@@ -34,6 +34,7 @@ from inference.client import ChatBackend
 
 log = logging.getLogger("groundwork.agents")
 RETRIES = 3  # a segment that lost its database connection is resumed from its last checkpoint
+CANCELLED = {"finish_reason": "cancelled", "detail": "cancelled by the caller"}
 
 
 class AgentRunner:
@@ -178,8 +179,14 @@ class AgentRunner:
                 {"gen_ai.agent.name": run.agent, "groundwork.run_id": str(run.id)},
                 f"invoke_agent {run.agent}",
             )
-            graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
-            deps = await self.deps(run)
+            try:
+                graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
+                deps = await self.deps(run)  # (starting an MCP server takes seconds)
+            except asyncio.CancelledError:
+                if not self._cancelled_by_caller(run_id):
+                    raise
+                await self._record(run, session, dict(CANCELLED), None)
+                return
             self._note_unavailable(run, deps.mcp)
             config = {"configurable": {"thread_id": str(run.id), "deps": deps}, "recursion_limit": 200}
             graph_input: Any = (
@@ -204,11 +211,10 @@ class AgentRunner:
                 values = {**values, "finish_reason": "budget_exhausted", "detail": str(exc)}
             except asyncio.CancelledError:
                 run.active_s += time.monotonic() - started
-                if run_id not in self._cancelling:
+                if not self._cancelled_by_caller(run_id):
                     session.commit()
                     raise  # shutting down: the run stays "running" for recover()
-                self._cancelling.discard(run_id)
-                values = {"finish_reason": "cancelled", "detail": "cancelled by the caller"}
+                values = dict(CANCELLED)
                 started = time.monotonic()
             except Exception as exc:
                 log.exception("agent run %s failed", run_id)
@@ -223,6 +229,13 @@ class AgentRunner:
         if run.mcp_servers and self.mcp is not None:
             deps.mcp = await McpToolbox.open(self.mcp, list(run.mcp_servers))
         return deps
+
+    def _cancelled_by_caller(self, run_id: uuid.UUID) -> bool:
+        """Whether a CancelledError is the caller's cancel (else: shutting down)."""
+        if run_id not in self._cancelling:
+            return False
+        self._cancelling.discard(run_id)
+        return True
 
     def _note_unavailable(self, run: AgentRun, box: McpToolbox | None) -> None:
         """A server that cannot start is a trace step, not a failure."""

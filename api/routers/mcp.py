@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel
+from sqlalchemy.orm import Session
 
 from agents.mcp import servers_for
 from agents.mcp.pool import McpUnavailable
@@ -14,6 +16,7 @@ from api.mcp.http import PATH
 from api.mcp.pool import mcp_pool
 from api.mcp.server import tool_list
 from core.models import Tenant
+from core.settings.mcp import McpServerConfig, McpSettings
 
 router = APIRouter(prefix="/v1", tags=["mcp"])
 
@@ -36,13 +39,18 @@ class McpOut(BaseModel):
     servers: list[ServerOut]
 
 
+def tenant_servers(session: Session, knobs: McpSettings, tenant: uuid.UUID) -> list[McpServerConfig]:
+    """The allowlisted MCP servers `tenant`'s agent runs may name (none is started)."""
+    row = session.get(Tenant, tenant)
+    return servers_for(knobs, tenant, row.name if row else "")
+
+
 @router.get("/mcp", response_model=McpOut)
 async def mcp_overview(tenant: CurrentTenant, session: SessionDep, state: StateDep) -> McpOut:
     """The platform's MCP endpoint and tools; the allowlisted servers with their tools (started if
     need be, so a server that cannot start shows its error)."""
-    row = session.get(Tenant, tenant)
     knobs = state.settings.mcp
-    configs = servers_for(knobs, tenant, row.name if row else "")
+    configs = tenant_servers(session, knobs, tenant)
     session.commit()  # NOTE: no transaction held while servers start
     servers = []
     for config in configs:

@@ -20,6 +20,7 @@ class AgentRunSummary(BaseModel):
     collection_ids: list[str]
     tools: list[str]
     client_tools: list[str]
+    mcp_servers: list[str]
     budgets: dict[str, Any]
     review_plan: bool
     plan: list[Any] | None

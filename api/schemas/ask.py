@@ -30,5 +30,8 @@ class AskOut(BaseModel):
         description="Tokens of the instructions, each source, history and question; the sources and "
         "history turns left out of the prompt, each with its reason.",
     )
+    model: str | None = Field(
+        default=None, description="The generator that produced the answer; null when no model ran."
+    )
     conversation_id: str | None = None
     message_id: str | None = None

@@ -46,6 +46,7 @@ def test_unrelated_question_gets_the_no_answer_path(client, qa_collection):
     assert body["grounded"] is False
     assert "do not contain" in body["answer"] and body["citations"] == []
     assert body["usage"]["completion_tokens"] == 0
+    assert body["model"] is None  # no model ran
 
 
 def test_stream_events_arrive_in_order_and_usage_matches(client, qa_collection):
@@ -64,6 +65,7 @@ def test_stream_events_arrive_in_order_and_usage_matches(client, qa_collection):
     assert done["usage"]["prompt_tokens"] == whole["usage"]["prompt_tokens"]
     assert done["usage"]["completion_tokens"] == whole["usage"]["completion_tokens"]
     assert done["answer"] == whole["answer"]
+    assert done["model"] == whole["model"] and whole["model"]  # the generator that answered
     assert {"retrieval_ms", "ttft_ms", "total_ms"} <= set(done["timings"])
 
 

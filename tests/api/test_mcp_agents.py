@@ -186,3 +186,20 @@ def test_a_replacement_plan_may_name_the_runs_mcp_tools_but_no_unknown_tool(api)
     assert done["status"] == "completed" and done["plan"][0]["tool"] == "time_get_current_time", done
     [output] = _results(done, "time_")
     assert "Asia/Tokyo" in output and '"datetime"' in output, output
+
+
+def test_the_start_form_catalog_names_the_servers_and_a_run_still_starting_one_can_be_cancelled(
+    broker_settings,
+):
+    # Never answers (and exits when its stdin closes): a run is still starting it when cancelled.
+    mute = {"name": "mute", "command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}
+    knobs = McpSettings(servers=[mute], connect_timeout_s=60)
+    with TestClient(create_app(broker_settings.model_copy(update={"mcp": knobs}))) as api:
+        assert api.get("/v1/agents/tools").json()["mcp_servers"] == ["mute"]
+        body = {"input": "hi", "mcp_servers": ["mute"], "background": True}
+        started = api.post("/v1/agents/runs", json=body)
+        assert started.status_code == 202, started.text
+        cancelled = api.post(f"/v1/agents/runs/{started.json()['id']}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        run = cancelled.json()
+    assert run["finish_reason"] == "cancelled" and run["finished_at"], run  # not left "queued"

@@ -88,6 +88,7 @@ def test_agent_tools_and_retrieval_defaults_say_what_a_run_or_search_can_use(cli
     by_name = {t["name"]: t for t in tools["builtin"]}
     assert by_name["search"]["default"] and by_name["search"]["parameters"]["required"] == ["query"]
     assert tools["budgets"]["properties"]["max_steps"]["maximum"] == 50
+    assert tools["mcp_servers"] == []  # none allowlisted in these settings
     defaults = client.get("/v1/retrieval/defaults").json()
     assert defaults["mode"] in ("bm25", "dense", "hybrid")
     assert defaults["rerankers"] == ["llm"]  # no cross-encoder model configured: it would be skipped

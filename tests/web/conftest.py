@@ -142,7 +142,11 @@ def page(browser, request):
 def shot(page, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
+    # A full-page capture of a scrolled page draws the sticky header where the viewport was (mid-page):
+    # taken from the top, then scrolled back for the rest of the test.
+    scrolled = page.evaluate("() => { const y = window.scrollY; window.scrollTo(0, 0); return y; }")
     page.screenshot(path=str(path), full_page=True)
+    page.evaluate("(y) => window.scrollTo(0, y)", scrolled)
     return path
 
 

@@ -150,3 +150,35 @@ def test_edit_a_collection_then_delete_it_after_confirming(page, ui_url, corpus)
     expect(row).to_have_count(0)
     expect(page.locator("#collections-status .notice")).to_be_focused()  # focus is not lost
     assert httpx.get(f"{ui_url}/v1/collections/ui-scratch").status_code == 404
+
+
+def test_the_job_page_counts_chunks_live_while_a_large_document_embeds(page, ui_url):
+    """A document of several embedding groups (`ingestion.embed_group`, 128 texts): the chunk counter
+    and the bar move while its groups embed, not only once it is stored."""
+    # Distinct sentences: equal chunk texts would re-use one vector instead of being embedded.
+    text = " ".join(
+        f"Reading {i}: sensor {i % 97} logged {i * 7 % 1009} units in hall {i % 13}." for i in range(2400)
+    )
+    with httpx.Client(base_url=ui_url, timeout=60) as client:
+        body = {
+            "name": "web-embed-live",
+            "chunking": {"strategy": "fixed", "chunk_size": 48, "chunk_overlap": 8},
+        }
+        collection = client.post("/v1/collections", json=body)
+        assert collection.status_code == 201, collection.text
+        files = [("files", ("readings.txt", text.encode(), "text/plain"))]
+        job = client.post(f"/v1/collections/{collection.json()['id']}/documents", files=files).json()
+    page.goto(f"{ui_url}/ui/#/jobs/{job['job_id']}")
+    live = page.locator(".embedding-live")
+    expect(live).to_contain_text(re.compile(r"embedding now: [1-9]\d* of \d{3,} chunks"), timeout=240_000)
+    counted = int(page.locator(".chunks-count").inner_text().split()[0])
+    assert counted > 0
+    assert float(page.get_by_label("Job progress").get_attribute("value")) > 0.3  # past "embedding began"
+    shot(page, "job-embedding-live")
+    expect(page.locator(".job-summary .done-count")).to_have_text("1 indexed", timeout=240_000)
+    expect(live).to_have_count(0)
+    with httpx.Client(base_url=ui_url, timeout=60) as client:
+        stored = client.get(f"/v1/jobs/{job['job_id']}").json()
+    assert stored["chunks_embedded"] >= counted and stored["chunks_embedded"] > 3 * 128, stored
+    expect(page.locator(".chunks-count")).to_have_text(f"{stored['chunks_embedded']} chunks embedded")
+    assert stored["stages"]["embedding_sent"] == stored["stages"]["embedding_planned"] == 0, stored

@@ -48,6 +48,8 @@ function summary(run) {
     ["Agent", run.agent],
     ["Finish", finishLabel(run)],
     ["Tokens", `${tokens(usage)} (${usage.prompt_tokens ?? 0} in, ${usage.completion_tokens ?? 0} out)`],
+    ["Tools", [...run.tools, ...run.client_tools].join(", ") || "none"],
+    ["MCP servers", run.mcp_servers?.length ? run.mcp_servers.join(", ") : "none"],
     ["Calls", `${usage.llm_calls ?? 0} model, ${usage.tool_calls ?? 0} tool`],
     ["Active", fmt.duration(run.active_s)],
     ["Created", fmt.time(run.created_at)],

@@ -101,6 +101,7 @@ async function startForm() {
   const task = h("textarea", { id: "agent-task", rows: 3, required: true, maxlength: 4000, placeholder: "A task the documents help with" });
   const pickedCollections = collections.map((c, i) => h("input", { type: "checkbox", id: `agent-col-${i}`, value: c.id, checked: c.id === remembered || (!remembered && i === 0) }));
   const builtins = catalog.builtin.map((t) => h("input", { type: "checkbox", id: `agent-tool-${t.name}`, value: t.name, checked: t.default }));
+  const mcpServers = catalog.mcp_servers.map((name) => h("input", { type: "checkbox", id: `agent-mcp-${name}`, value: name }));
   const clientTools = h("textarea", { id: "agent-client-tools", rows: 6, spellcheck: false, class: "code", placeholder: "[] — function tools your side runs; the run waits for their outputs" });
   const toolsHint = h("p", { class: "muted", id: "agent-client-tools-state" }, "No client tools.");
   const validate = () => {
@@ -136,6 +137,14 @@ async function startForm() {
     h("div", { class: "field" }, h("label", { for: "agent-task" }, "Task"), task),
     h("fieldset", { class: "field", id: "agent-collections" }, h("legend", {}, "Collections (none: all)"), h("div", { class: "checks" }, pickedCollections.map((box, i) => check(box, collections[i].name)))),
     h("fieldset", { class: "field", id: "agent-tools" }, h("legend", {}, "Built-in tools"), h("div", { class: "checks" }, builtins.map((box, i) => check(box, box.value, { hint: catalog.builtin[i].description })))),
+    h(
+      "fieldset",
+      { class: "field", id: "agent-mcp" },
+      h("legend", {}, "MCP servers (their tools, beside the built-in ones checked)"),
+      mcpServers.length
+        ? h("div", { class: "checks" }, mcpServers.map((box) => check(box, box.value)))
+        : h("p", { class: "muted" }, "None allowlisted for this tenant (settings mcp.servers; see ", h("a", { href: "#/mcp" }, "MCP"), ")."),
+    ),
     h("div", { class: "field" }, h("label", { for: "agent-client-tools" }, "Client tools (JSON: OpenAI function tools, parameters as JSON Schema)"), clientTools, toolsHint, example),
     h("fieldset", { class: "field" }, h("legend", {}, "Budgets"), h("div", { class: "grid budgets" }, budgets.map((b) => h("div", { class: "field" }, h("label", { for: b.id }, budgetProps[b.name].description ?? b.name, h("span", { class: "muted" }, ` (${b.name})`)), b)))),
     h("div", { class: "field inline" }, reviewLabel),
@@ -153,6 +162,7 @@ async function startForm() {
       input: task.value.trim(),
       collections: pickedCollections.filter((b) => b.checked).map((b) => b.value),
       tools: [...builtins.filter((b) => b.checked).map((b) => b.value), ...(clientTools.value.trim() ? JSON.parse(clientTools.value) : [])],
+      mcp_servers: mcpServers.filter((b) => b.checked).map((b) => b.value),
       budgets: budgetValues,
       review_plan: review.checked,
       background: true, // the API answers at once (202); the run page follows its steps

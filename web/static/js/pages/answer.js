@@ -102,7 +102,7 @@ function modeLine(done) {
     { class: "muted mode-line" },
     `Answer mode: ${mode} (${how})`,
     done.quote_method ? ` · chosen by ${done.quote_method}` : "",
-    done.model ? ` · model ${done.model}` : "",
+    done.model ? h("span", { class: "model-used" }, " · answered by ", h("code", {}, done.model)) : "",
     done.fallback ? ` · fallback: ${done.fallback}` : "",
   );
 }

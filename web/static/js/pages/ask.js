@@ -82,7 +82,7 @@ export async function render(root, ctx) {
   let controller = null;
   const thread = h("div", { class: "conversation", id: "conversation" });
   const convLabel = h("span", { class: "muted", id: "conversation-label" });
-  const label = () => (convLabel.textContent = conversationId ? `Conversation ${conversationId.slice(0, 8)}` : "New conversation");
+  const label = () => (convLabel.textContent = conversationId ? `Conversation ${conversationId.slice(0, 8)}` : "No conversation yet");
   // The URL names the conversation (replaceState: no new route, no re-render) so Back restores it.
   const remember = () => history.replaceState(null, "", `#/ask?collection=${collection?.id ?? ""}${conversationId ? `&conversation=${conversationId}` : ""}`);
   const reset = () => {

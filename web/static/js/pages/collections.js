@@ -135,8 +135,9 @@ async function createForm(onCreated) {
   return form;
 }
 
-async function editDialog(collection, onSaved) {
-  const defaults = await api("/v1/retrieval/defaults");
+async function editDialog(listed, onSaved) {
+  // The stored collection, not the list's copy: the list may not have reloaded since the last save.
+  const [collection, defaults] = await Promise.all([api(`/v1/collections/${listed.id}`), api("/v1/retrieval/defaults")]);
   const status = h("div", { class: "form-status" });
   const form = h(
     "form",

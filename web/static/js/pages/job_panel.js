@@ -10,7 +10,7 @@ const POLL_MS = 700;
 const QUEUE_EVERY_MS = 3000;
 // How far a document in each stage is, for a bar that moves before whole documents finish (a lone
 // large document would otherwise show an empty bar until its very end).
-const STAGE_WEIGHT = { queued: 0, parsing: 0.1, chunking: 0.25, embedding: 0.5 };
+const STAGE_WEIGHT = { queued: 0, parsing: 0.1, chunking: 0.25, embedding: 0.3 };
 
 /** The job's status as people read it: a "succeeded" job with failed documents is not all green. */
 export function jobBadge(job) {
@@ -23,8 +23,21 @@ export function jobBadge(job) {
 /** When the job started: its first document's claim by a worker (not when it was queued). */
 export const startedAt = (job) => job.stages?.started_at ?? null;
 
+/** Chunks of the groups embedding now: [sent to the model, to send] (ingestion/state.py note_embedding). */
+const embedding = (job) => [job.stages.embedding_sent ?? 0, job.stages.embedding_planned ?? 0];
+
+/** Chunks embedded so far, those of documents still embedding included. */
+export const chunksEmbedded = (job) => job.chunks_embedded + embedding(job)[0];
+
+function weight(job, status) {
+  const [sent, planned] = embedding(job);
+  // An embedding document moves from its base weight to almost done as its chunks are embedded.
+  if (status === "embedding" && planned) return STAGE_WEIGHT.embedding + (0.95 - STAGE_WEIGHT.embedding) * (sent / planned);
+  return STAGE_WEIGHT[status] ?? 0;
+}
+
 function stagedProgress(job) {
-  const partial = Object.entries(job.documents_by_status).reduce((n, [s, count]) => n + (STAGE_WEIGHT[s] ?? 0) * count, 0);
+  const partial = Object.entries(job.documents_by_status).reduce((n, [s, count]) => n + weight(job, s) * count, 0);
   const finished = job.documents_done + job.documents_failed;
   return job.documents_total ? (finished + partial) / job.documents_total : 1;
 }
@@ -187,7 +200,9 @@ export async function jobPanel(jobId, ctx) {
         h("strong", { class: "done-count" }, `${job.documents_done} indexed`),
         ", ",
         h("strong", { class: "failed-count" }, `${job.documents_failed} failed`),
-        ` · ${job.chunks_embedded} chunks embedded`,
+        " · ",
+        h("span", { class: "chunks-count" }, `${chunksEmbedded(job)} chunks embedded`),
+        open && embedding(job)[1] ? h("span", { class: "embedding-live" }, ` (embedding now: ${embedding(job)[0]} of ${embedding(job)[1]} chunks)`) : "",
         open ? ` · ${rate === null ? "measuring rate…" : `${rate.toFixed(2)} docs/s`} · ETA ${fmt.duration(eta)}` : "",
       ),
       counters(job),

@@ -2,7 +2,7 @@
 
 import { api, listCollections } from "../api.js";
 import { clear, errorText, fmt, h, notice, pageHeader } from "../dom.js";
-import { jobBadge, jobPanel, startedAt } from "./job_panel.js";
+import { chunksEmbedded, jobBadge, jobPanel, startedAt } from "./job_panel.js";
 
 // [query, label]: "with failures" also finds succeeded jobs some of whose documents failed.
 const FILTERS = [
@@ -64,7 +64,7 @@ export async function render(root, ctx) {
                     h("td", { class: "nowrap" }, h("progress", { max: 1, value: j.progress, "aria-label": `progress of job ${j.id.slice(0, 8)}` }), ` ${Math.round(j.progress * 100)}%`),
                     h("td", { class: "num" }, `${j.documents_done} / ${j.documents_total}`),
                     h("td", { class: "num" }, j.documents_failed ? h("a", { href: `#/jobs/${j.id}` }, j.documents_failed) : 0),
-                    h("td", { class: "num" }, j.chunks_embedded),
+                    h("td", { class: "num" }, chunksEmbedded(j)),
                     h("td", {}, startedAt(j) ? fmt.time(startedAt(j)) : h("span", { class: "muted" }, `queued ${fmt.time(j.created_at)}`)),
                     h("td", {}, fmt.time(j.updated_at)),
                   ),
