@@ -41,7 +41,7 @@ from api.routers import (
     tenants,
 )
 from api.schemas.common import ERROR_RESPONSES
-from api.state import AppState
+from api.state import AppState, close_services
 from core.database import check_database, make_engine, make_session_factory
 from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings
@@ -87,9 +87,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
                 yield
         finally:
             recovery.cancel()
-            for closer in state.extras.values():
-                if hasattr(closer, "shutdown"):
-                    closer.shutdown()
+            await close_services(state)
             state.engine.dispose()
 
     app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)

@@ -21,3 +21,12 @@ class AppState:
     celery: Celery
     pgvector_version: tuple[int, ...]
     extras: dict = field(default_factory=dict)  # lazily built heavy objects (embedders, engines)
+
+
+async def close_services(state: AppState) -> None:
+    """Stop the services `extras` holds (at shutdown); those with `aclose` are waited for."""
+    for service in state.extras.values():
+        if hasattr(service, "aclose"):
+            await service.aclose()
+        elif hasattr(service, "shutdown"):
+            service.shutdown()

@@ -89,6 +89,7 @@ class McpPool:
         self.knobs = knobs
         self.connections: dict[str, _Connection] = {}
         self._lock = asyncio.Lock()
+        self._holding: set[asyncio.Task] = set()  # every connection's task, dropped ones included
 
     async def _connection(self, name: str) -> _Connection:
         config = self.knobs.server(name)
@@ -100,6 +101,8 @@ class McpPool:
             if conn is None or conn.closed:
                 self._make_room()
                 conn = self.connections[name] = _Connection(config, self.knobs)
+                self._holding.add(conn.task)
+                conn.task.add_done_callback(self._holding.discard)
         try:
             async with asyncio.timeout(self.knobs.connect_timeout_s):
                 await conn.ready.wait()
@@ -144,9 +147,19 @@ class McpPool:
         return [n for n, c in self.connections.items() if not c.closed]
 
     def shutdown(self) -> None:
-        """Stop every server (the app's shutdown)."""
+        """Tell every server to stop (without waiting: see `aclose`)."""
         for name, conn in list(self.connections.items()):
             self._drop(name, conn)
+
+    async def aclose(self, grace_s: float = 15.0) -> None:
+        """Stop every server and wait until their connections have ended (the app's shutdown).
+
+        NOTE: awaited, not left to the event loop's teardown: there a connection still closing was
+        cancelled inside the SDK's shielded stdio exit and the loop never finished (a hung test run).
+        """
+        self.shutdown()
+        if self._holding:
+            await asyncio.wait(self._holding, timeout=grace_s)
 
     def _drop(self, name: str, conn: _Connection) -> None:
         conn.close()

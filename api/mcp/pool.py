@@ -7,5 +7,5 @@ from api.state import AppState
 
 
 def mcp_pool(state: AppState) -> McpPool:
-    """NOTE: in `extras`, so the app's shutdown stops the servers (`McpPool.shutdown`)."""
+    """NOTE: in `extras`, so the app's shutdown stops the servers (`McpPool.aclose`)."""
     return state.extras.setdefault("mcp_pool", McpPool(state.settings.mcp))

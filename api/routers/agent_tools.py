@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from agents.graphs.common import Budgets
 from agents.tools import BUILTIN, DEFAULT_TOOLS
 from api.deps import ReadingTenant, SessionDep, StateDep
-from api.routers.mcp import tenant_servers
+from api.lookups import tenant_servers
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 

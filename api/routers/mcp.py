@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel
-from sqlalchemy.orm import Session
 
-from agents.mcp import servers_for
 from agents.mcp.pool import McpUnavailable
 from api.deps import CurrentTenant, SessionDep, StateDep
+from api.lookups import tenant_servers
 from api.mcp.http import PATH
 from api.mcp.pool import mcp_pool
 from api.mcp.server import tool_list
-from core.models import Tenant
-from core.settings.mcp import McpServerConfig, McpSettings
 
 router = APIRouter(prefix="/v1", tags=["mcp"])
 
@@ -37,12 +33,6 @@ class McpOut(BaseModel):
     endpoint: str | None  # None when the server is switched off
     tools: list[ToolOut]
     servers: list[ServerOut]
-
-
-def tenant_servers(session: Session, knobs: McpSettings, tenant: uuid.UUID) -> list[McpServerConfig]:
-    """The allowlisted MCP servers `tenant`'s agent runs may name (none is started)."""
-    row = session.get(Tenant, tenant)
-    return servers_for(knobs, tenant, row.name if row else "")
 
 
 @router.get("/mcp", response_model=McpOut)
