@@ -42,7 +42,7 @@ def tenant(client: httpx.Client, name: str, docs: list[tuple[str, bytes]]) -> di
     files = [("files", (n, d, "text/markdown")) for n, d in docs]
     resp = client.post(f"/v1/collections/{COLLECTION}/documents", files=files, headers=headers)
     resp.raise_for_status()
-    while job(client, resp.json()["job_id"])["status"] in ("queued", "running"):
+    while job(client, resp.json()["job_id"], headers)["status"] in ("queued", "running"):
         time.sleep(0.5)
     return headers
 

@@ -69,8 +69,11 @@ def upload_bulk(client: httpx.Client, docs: int, round_no: int) -> str:
     return resp.json()["job_id"]
 
 
-def job(client: httpx.Client, job_id: str) -> dict:
-    return client.get(f"/v1/jobs/{job_id}").json()
+def job(client: httpx.Client, job_id: str, headers: dict | None = None) -> dict:
+    """The job as its tenant (`headers`: its key, where auth is on) sees it."""
+    resp = client.get(f"/v1/jobs/{job_id}", headers=headers)
+    resp.raise_for_status()
+    return resp.json()
 
 
 async def _ask(client: httpx.AsyncClient, question: str) -> tuple[int, float, str | None]:
