@@ -1,13 +1,13 @@
 """Several OpenAI-compatible replicas (our engine servers, vLLM, or both) behind one chat backend.
 
-A request goes to the replica most likely to hold its prompt's prefix in its KV cache: the leading
-characters of its first message (the RAG system prompt: the instructions, then the first sources,
-which stay in place across questions on the same documents) plus the tenant's cache salt are
-hashed, and replicas are ranked by rendezvous hashing (highest sha256(key, replica)), so a prefix
-keeps its replica while the set is unchanged and only the prefixes of a removed replica move. The
-first-ranked replica is left for the least loaded one when its load (requests in flight from here
-plus the queue its /metrics reports) exceeds that one's by `load_slack`; ties go to the lower
-KV-cache use. A replica that refuses connections, or fails two health checks in a row, leaves the
+A request goes to the replica where it should start soonest, counting what is likely cached there.
+The router remembers, per replica, the chained hashes of the fixed-size character blocks of the
+prompts it sent there (salted per tenant, LRU-bounded: `PrefixMemory`), and scores each replica by
+the leading blocks of the new prompt it holds, less `load_blocks` for every request it is busy with
+(in flight from here plus the queue its /metrics reports): a held prefix saves prefill, a busy
+replica makes the request wait. The highest score wins; ties (nothing held anywhere, the same load)
+go by rendezvous hashing of the prompt's leading characters, so that several API processes agree.
+A replica that refuses connections, or fails two health checks in a row, leaves the
 rotation until its /health answers again. A request whose replica fails before any token arrived
 is sent to the next one; one that had started streaming fails (its tokens were already sent).
 """
@@ -27,6 +27,7 @@ import openai
 
 from core.settings.serving import RouterSettings
 from inference.client import ChatDelta, RemoteChatBackend
+from inference.prefix_memory import PrefixMemory, prompt_blocks
 from inference.protocol import EngineOverloadedError, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,10 @@ KV_USAGE = ("groundwork:kv_cache_usage_perc", "vllm:kv_cache_usage_perc")
 RETRYABLE = (openai.APIConnectionError, openai.InternalServerError, httpx.TransportError)
 
 
-@dataclass
+@dataclass(eq=False)
 class Replica:
     backend: RemoteChatBackend
+    memory: PrefixMemory
     healthy: bool = True
     in_flight: int = 0
     waiting: float = 0.0
@@ -63,14 +65,16 @@ class Replica:
 
 
 def prefix_key(messages: list[dict], salt: str | None, chars: int) -> bytes:
-    """What decides a request's replica: its salt and the first `chars` of its first message (the
-    system prompt: instructions, then the first sources in a RAG prompt; never the question)."""
+    """What breaks a tie between replicas that hold equally much of a prompt: its salt and the first
+    `chars` of its first message (the system prompt: instructions, then the first sources in a RAG
+    prompt; never the question), the same in every API process."""
     first = messages[0] if messages else {}
     text = f"{first.get('role')}\x00{first.get('content') or ''}"[:chars]
     return hashlib.sha256(f"{salt or ''}\x02{text}".encode()).digest()
 
 
-def _score(key: bytes, url: str) -> bytes:
+def _rendezvous(key: bytes, url: str) -> bytes:
+    """`url`'s rendezvous-hashing rank for `key`, lowest first: every process ranks replicas alike."""
     return hashlib.sha256(key + url.encode()).digest()
 
 
@@ -103,7 +107,7 @@ class ReplicaRouter:
         if not urls:
             raise ValueError("the router needs at least one replica URL")
         self.model_name, self.config = model_name, config
-        self.replicas = [Replica(make_backend(url)) for url in urls]
+        self.replicas = [Replica(make_backend(url), PrefixMemory(config.memory_blocks)) for url in urls]
         self.enforces_grammar = all(r.backend.enforces_grammar for r in self.replicas)
         self._turn = itertools.count()
         self._stop = threading.Event()
@@ -140,6 +144,8 @@ class ReplicaRouter:
         replica.failed_checks = 0 if ok else replica.failed_checks + 1
         # Two failed polls in a row take a replica out; a refused request already did (`_failed`).
         healthy = ok or (replica.healthy and replica.failed_checks < 2)
+        if not healthy:
+            replica.memory.clear()
         if healthy != replica.healthy:
             log.warning("replica %s %s", replica.url, "is back" if healthy else "failed its health checks")
         replica.healthy = healthy
@@ -153,18 +159,22 @@ class ReplicaRouter:
             turn = next(self._turn) % len(healthy)
             ranked = healthy[turn:] + healthy[:turn]
         else:
+            blocks = prompt_blocks(messages, salt, self.config.block_chars)
             key = prefix_key(messages, salt, self.config.prefix_chars)
-            ranked = sorted(healthy, key=lambda r: _score(key, r.url), reverse=True)
-            least = min(ranked, key=lambda r: (r.load, r.kv_usage))
-            if ranked[0].load - least.load >= self.config.load_slack:
-                ranked.remove(least)
-                ranked.insert(0, least)
+            scores = {r: r.memory.matched(blocks) - self.config.load_blocks * r.load for r in healthy}
+            ranked = sorted(healthy, key=lambda r: (-scores[r], r.kv_usage, _rendezvous(key, r.url)))
         return ranked + [r for r in self.replicas if r not in ranked]
+
+    def remember(self, replica: Replica, messages: list[dict], salt: str | None) -> None:
+        """`replica` was sent this prompt: its blocks count as cached there from now on."""
+        if self.config.policy == "prefix":
+            replica.memory.add(prompt_blocks(messages, salt, self.config.block_chars))
 
     def _failed(self, replica: Replica, exc: Exception) -> None:
         replica.retried_away += 1
         if not isinstance(exc, openai.InternalServerError):  # a 5xx answer: alive, only busy or broken
             replica.healthy = False
+            replica.memory.clear()
         log.warning("replica %s failed before streaming (%s); trying the next", replica.url, exc)
 
     # -- ChatBackend -------------------------------------------------------------------------------
@@ -180,6 +190,7 @@ class ReplicaRouter:
             started = False
             replica.in_flight += 1
             replica.requests += 1
+            self.remember(replica, messages, params.cache_salt)
             try:
                 async for delta in replica.backend.stream_chat(messages, params, request_id):
                     started = True
@@ -208,6 +219,7 @@ class ReplicaRouter:
         for replica in self.order(messages, cache_salt):
             replica.in_flight += 1
             replica.requests += 1
+            self.remember(replica, messages, cache_salt)
             try:
                 return await replica.backend.tool_turn(
                     messages, tools, tool_choice, max_tokens, temperature, cache_salt, parallel

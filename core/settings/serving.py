@@ -48,19 +48,31 @@ class VLLMSettings(BaseModel):
 class RouterSettings(BaseModel):
     policy: Literal["prefix", "round_robin"] = Field(
         default="prefix",
-        description="prefix: a request goes to the replica its leading prompt blocks hash to (where "
-        "they are likely cached), unless that one is much busier than the least loaded; round_robin: "
-        "in turn.",
+        description="prefix: a request goes to the replica holding most of its leading prompt blocks "
+        "(where they are likely cached), less a cost per request it is busy with (`load_blocks`); "
+        "round_robin: in turn.",
+    )
+    block_chars: int = Field(
+        default=64, ge=8, description="Characters per prompt block the prefix router remembers (~16 tokens)."
+    )
+    memory_blocks: int = Field(
+        default=65536,
+        ge=1,
+        description="Blocks remembered per replica, least recently used forgotten first: about what its "
+        "KV cache holds (64 Ki blocks of 64 characters ~ 1 M tokens).",
     )
     prefix_chars: int = Field(
         default=1024,
-        description="Leading characters of the first message hashed to choose a replica: the RAG system "
-        "prompt's instructions (~500) and its first source.",
+        description="Leading characters of the first message hashed (rendezvous) to break ties between "
+        "replicas that hold equally much of a prompt, the same choice in every API process.",
     )
-    load_slack: int = Field(
-        default=4,
-        description="Prefix routing leaves the hashed replica when it has this many more requests in "
-        "flight (plus waiting, from /metrics) than the least loaded one.",
+    load_blocks: int = Field(
+        default=16,
+        ge=0,
+        description="What one request a replica is busy with (in flight from here, or waiting in its "
+        "/metrics) costs, in remembered prompt blocks: the prefix router sends a request to the replica "
+        "with the most of its leading blocks held less this per request, so a cached prefix is worth "
+        "waiting for only while it saves more than the queue costs.",
     )
     health_interval_s: float = Field(
         default=2.0, description="Seconds between health and /metrics polls of each replica."

@@ -15,8 +15,9 @@ import pytest
 from cli.llm_servers import engine_spec
 from core.settings.serving import RouterSettings
 from inference.client import RemoteChatBackend, complete_chat
+from inference.prefix_memory import PrefixMemory, prompt_blocks
 from inference.protocol import SamplingParams
-from inference.router import ReplicaRouter, parse_load, prefix_key
+from inference.router import Replica, ReplicaRouter, parse_load
 from inference.supervisor import SupervisedServer
 from inference.vllm_server import model_directory
 
@@ -41,26 +42,59 @@ def router(urls: list[str], **config) -> ReplicaRouter:
     )
 
 
-def test_prefix_routing_keeps_a_prefix_on_one_replica_and_spreads_prefixes():
+def _send(r: ReplicaRouter, messages: list[dict], salt: str | None = None) -> Replica:
+    """Route one request as `stream_chat` does (first choice, remembered), without sending it."""
+    replica = r.order(messages, salt)[0]
+    r.remember(replica, messages, salt)
+    return replica
+
+
+def test_a_prefix_stays_where_it_was_sent_and_new_prefixes_spread_by_load():
     r = router([f"http://127.0.0.1:{p}/v1" for p in (1, 2, 3)])
-    for source in SOURCES:
-        first = {r.order(rag_messages(source, q), "tenant-a")[0].url for q in ("Who?", "When?", "Why not?")}
-        assert len(first) == 1  # the question (after the sources) does not move it
-    spread = {r.order(rag_messages(f"[1] document {i}", "q"), None)[0].url for i in range(30)}
-    assert len(spread) == 3
-    # a tenant's salt is part of the key: another tenant's identical prompt is hashed apart
-    assert prefix_key(rag_messages(SOURCES[0], "q"), "a", 2048) != prefix_key(
-        rag_messages(SOURCES[0], "q"), "b", 2048
+    homes = []
+    for source in SOURCES:  # three new documents, each sent while the others are in flight
+        homes.append(_send(r, rag_messages(source, "Who?"), "tenant-a"))
+        homes[-1].in_flight += 1
+    assert len(set(homes)) == 3
+    for source, home in zip(SOURCES, homes, strict=True):
+        for question in ("When?", "Why not?"):  # the question (after the sources) does not move it
+            assert _send(r, rag_messages(source, question), "tenant-a") is home
+    spread = []
+    for i in range(30):  # new documents go where the fewest requests are in flight
+        spread.append(_send(r, rag_messages(f"[1] document {i}: " + "words " * 30, "q")))
+        spread[-1].in_flight += 1
+    assert sorted(spread.count(x) for x in r.replicas) == [10, 10, 10]
+    # A tenant's salt is part of every block: another tenant's identical prompt matches nothing.
+    assert (
+        prompt_blocks(rag_messages(SOURCES[0], "q"), "a", 64)[0]
+        != prompt_blocks(rag_messages(SOURCES[0], "q"), "b", 64)[0]
     )
 
 
-def test_busy_replica_is_left_for_the_least_loaded_and_unhealthy_ones_go_last():
-    r = router(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"], load_slack=3)
-    messages = rag_messages(SOURCES[0], "When?")
-    home, other = r.order(messages, None)
-    home.in_flight = 2
-    assert r.order(messages, None)[0] is home  # within the slack: the cache wins
-    home.waiting = 1  # queued on the server, read from its /metrics
+def test_the_replica_holding_the_longest_prefix_wins():
+    r = router(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"])
+    short, long = r.replicas
+    r.remember(short, rag_messages(SOURCES[0], "q"), None)
+    r.remember(long, rag_messages(SOURCES[0] + "\n" + SOURCES[1], "q"), None)
+    both = rag_messages(SOURCES[0] + "\n" + SOURCES[1] + "\n" + SOURCES[2], "Which?")
+    assert r.order(both, None)[0] is long
+    memory = PrefixMemory(capacity=4)
+    blocks = prompt_blocks(both, None, 16)
+    memory.add(blocks)
+    assert len(memory) == 4 and memory.matched(blocks) == 0  # the oldest (leading) blocks went first
+
+
+def test_a_held_prefix_is_worth_a_queue_only_while_it_saves_more():
+    r = router(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"], load_blocks=8)
+    long_source = SOURCES[0] + " " + " ".join(f"Detail {i} of the release." for i in range(30))
+    messages = rag_messages(long_source, "When?")
+    home = _send(r, messages)
+    other = next(x for x in r.replicas if x is not home)
+    held = home.memory.matched(prompt_blocks(messages, None, 64))
+    assert held >= 12
+    home.in_flight = held // 8  # the queue costs less than the prefix saves: the cache wins
+    assert r.order(messages, None)[0] is home
+    home.waiting = 1  # one more, queued on the server (read from its /metrics): the idle one wins
     assert r.order(messages, None)[0] is other
     home.in_flight = home.waiting = 0
     home.healthy = False
@@ -169,6 +203,10 @@ def test_a_killed_replica_loses_no_request_and_comes_back(replicas):
             assert time.monotonic() < deadline, victim.log_tail()
             time.sleep(0.5)
         assert httpx.get(victim.spec.health_url).status_code == 200
-        assert r.order(messages, None)[0] is home  # back in the rotation, with its prefixes
+        other = next(x for x in r.replicas if x is not home)
+        assert r.order(messages, None)[0] is other  # the prompt stays where it is cached now
+        other.in_flight = 1
+        assert r.order(rag_messages(SOURCES[2], "Why?"), None)[0] is home  # back: new prompts reach it
+        other.in_flight = 0
     finally:
         r.close()
