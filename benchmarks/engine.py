@@ -13,8 +13,9 @@ Also: batch-1 decode speed of our engine next to the memory-bandwidth roofline (
 once per token). Writes benchmarks/results/engine.json and prints a table.
 `--spec` runs instead the speculative-decoding and prefix-cache section (benchmarks/engine_spec.py),
 `--features` the overheads of prefix caching at 0% hits and of JSON-schema grammars
-(benchmarks/engine_features.py), `--llamacpp` our engine on GGUF weights kept quantized against
-llama.cpp's server on the same file (benchmarks/engine_llamacpp.py; `--model` a GGUF path for another),
+(benchmarks/engine_features.py), `--llamacpp` / `--vllm` our engine on GGUF weights kept quantized
+against llama.cpp's server on the same file, or vLLM's on its weights in bf16
+(benchmarks/engine_peers.py; `--model` a GGUF path for another),
 `--perplexity` the perplexity of GGUF weights kept quantized vs dequantised (engine_perplexity.py).
 """
 
@@ -40,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
 
-from benchmarks import engine_features, engine_llamacpp, engine_perplexity, engine_spec
+from benchmarks import engine_features, engine_peers, engine_perplexity, engine_spec
 from benchmarks.chat_prompts import PROMPTS
 from core.registry import resolve_model
 from core.settings import get_settings
@@ -193,6 +194,9 @@ def main(
     llamacpp: bool = typer.Option(
         False, help="Only our engine (GGUF kept quantized) against llama.cpp's llama-server, same file."
     ),
+    vllm: bool = typer.Option(
+        False, help="Only our engine (GGUF kept quantized) against vLLM (`groundwork vllm install`), bf16."
+    ),
     perplexity: bool = typer.Option(
         False, help="Only the perplexity of GGUF weights kept quantized vs dequantised to fp32."
     ),
@@ -202,8 +206,11 @@ def main(
         torch.set_num_threads(threads)
     settings = get_settings()
     path = resolve_model(model).path
-    sections = ((spec, engine_spec), (features, engine_features), (perplexity, engine_perplexity),
-                (llamacpp, engine_llamacpp))  # fmt: skip
+    for chosen, peer in ((llamacpp, "llama.cpp"), (vllm, "vLLM")):
+        if chosen:
+            engine_peers.run(path, settings.model_cache_dir, quick, peer)
+            return
+    sections = ((spec, engine_spec), (features, engine_features), (perplexity, engine_perplexity))
     for chosen, section in sections:
         if chosen:  # one section instead of the main benchmark
             out = section.RESULTS.with_suffix(".quick.json") if quick else section.RESULTS

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import httpx
+
+from benchmarks import peers
+from inference.quant.kernel import cpu_flags
 
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",
@@ -69,52 +70,36 @@ def build(root: Path, log: callable = print) -> Path | None:
     return binary if binary.exists() else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def server_env() -> dict[str, str]:
+    """What llama-server needs here beyond its defaults: with AMX, no weight repacking.
+
+    NOTE: the GGML_NATIVE build enables llama.cpp's AMX backend on AMX CPUs, and it segfaulted in
+    `ggml_backend_amx_mul_mat` at the first compute; llama.cpp's own `LLAMA_ARG_REPACK=false` keeps
+    it off (a build without AMX measured the same speeds)."""
+    return {"LLAMA_ARG_REPACK": "false"} if any(f.startswith("amx") for f in cpu_flags()) else {}
 
 
-@contextmanager
-def serving(binary: Path, gguf: Path, threads: int, slots: int, context: int) -> Iterator[str]:
+def serving(binary: Path, gguf: Path, threads: int, slots: int, context: int) -> AbstractContextManager[str]:
     """`llama-server` on `gguf` with `slots` parallel sequences sharing `context` tokens; yields its URL."""
-    port = _free_port()
-    cmd = [
-        str(binary), "-m", str(gguf), "-t", str(threads), "-tb", str(threads), "-np", str(slots),
-        "-c", str(context), "--port", str(port), "--host", "127.0.0.1", "--no-webui",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited: {proc.stderr.read()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama-server did not become ready in 300 s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+
+    def command(port: int) -> list[str]:
+        return [
+            str(binary), "-m", str(gguf), "-t", str(threads), "-tb", str(threads), "-np", str(slots),
+            "-c", str(context), "--port", str(port), "--host", "127.0.0.1", "--no-webui",
+        ]  # fmt: skip
+
+    return peers.serving(command, server_env(), binary.parents[2] / "llama-server.log", ready_s=300)
 
 
 async def complete(
     client: httpx.AsyncClient, url: str, prompt: list[int], n: int
 ) -> tuple[list[float], list[int], dict]:
     """Stream one greedy completion of exactly `n` tokens; the arrival time of each token, the ids,
-    and the server's own timings (`predicted_per_second`: decode speed without HTTP streaming)."""
+    and the server's own decode speed (`predicted_per_second`: without HTTP streaming). Its prompt
+    cache stays at its default (on): the workloads' prompts share no prefix unless meant to."""
     body = {
         "prompt": prompt, "n_predict": n, "ignore_eos": True, "temperature": 0, "stream": True,
-        "cache_prompt": False, "return_tokens": True,
+        "return_tokens": True,
     }  # fmt: skip
     times: list[float] = []
     ids: list[int] = []
@@ -132,4 +117,38 @@ async def complete(
             if event.get("stop"):
                 timings = event.get("timings") or {}
                 break
-    return times, ids, timings
+    return times, ids, {"decode_tokens_per_s": timings.get("predicted_per_second")}
+
+
+class LlamaCppPeer:
+    """llama-server as `benchmarks.engine_peers`'s peer: one server per workload, with as many slots
+    as requests and each the context it needs (its KV cache sized for the workload, as ours is
+    paged); decode speed by its own per-request `timings`."""
+
+    name = "llama.cpp"
+    results = Path(__file__).parent / "results" / "engine_llamacpp.json"
+
+    def __init__(self, binary: Path) -> None:
+        self.binary = binary
+        self.env = server_env()
+
+    def model_server(self, gguf: Path, cache_dir: Path, threads: int) -> AbstractContextManager[None]:
+        return nullcontext(None)
+
+    def workload_server(
+        self, url: str | None, gguf: Path, threads: int, prompts: list[list[int]], n: int
+    ) -> AbstractContextManager[str]:
+        longest = max(len(p) for p in prompts) + n
+        return serving(self.binary, gguf, threads, len(prompts), len(prompts) * longest)
+
+    async def complete(
+        self, client: httpx.AsyncClient, url: str, prompt: list[int], n: int
+    ) -> tuple[list[float], list[int], dict]:
+        return await complete(client, url, prompt, n)
+
+    def mark(self, url: str) -> None:
+        return None
+
+    def own_decode(self, url: str, mark: None, timings: list[dict]) -> float | None:
+        speeds = [t["decode_tokens_per_s"] for t in timings if t.get("decode_tokens_per_s")]
+        return sum(speeds) / len(speeds) if speeds else None

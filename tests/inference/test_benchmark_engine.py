@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import typer
@@ -57,3 +58,38 @@ def test_quick_spec_benchmark_writes_all_figures(tmp_path, monkeypatch):
     assert decode["free_form_batch1"]["copy_rate"] < decode["copy_rate"] <= 1  # the answers quote
     assert decode["batch1_decode_speedup"] > 0 and decode["concurrent_speedup"] > 0
     assert figures["prefix_cache"]["speedup"] > 1
+
+
+def test_a_peer_gets_none_of_our_environment(monkeypatch):
+    from benchmarks import llamacpp, peers
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # benchmarks/engine.py sets it for HF generate
+    monkeypatch.setenv("GROUNDWORK_ENGINE__CPU_THREADS", "1")
+    env = peers.peer_env(llamacpp.server_env())
+    assert "OMP_WAIT_POLICY" not in env and not any(k.startswith("GROUNDWORK_") for k in env)
+    assert env["PATH"] == os.environ["PATH"]
+    amx = any(f.startswith("amx") for f in llamacpp.cpu_flags())
+    assert (env.get("LLAMA_ARG_REPACK") == "false") == amx
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(1800)  # vLLM compiles at start-up: minutes on a busy 2-core machine
+def test_quick_vllm_benchmark_writes_both_clocks_and_agreement(tmp_path, monkeypatch):
+    from inference.vllm_server import VLLMNotInstalled, vllm_python
+
+    try:
+        vllm_python(bench.get_settings().engine.vllm)
+    except VLLMNotInstalled as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setattr(bench.engine_peers.vllm_peer.VLLMPeer, "results", tmp_path / "engine_vllm.json")
+    run_benchmark("--vllm", "--quick")
+    figures = json.loads((tmp_path / "engine_vllm.quick.json").read_text())
+    assert figures["peer"] == "vLLM" and "OMP_NUM_THREADS" in figures["peer_env"]
+    (model,) = figures["models"]
+    assert set(model["results"]) == {"chat_32", "decode_1", "rag_1", "rag_8", "prefix_32"}
+    for row in model["results"].values():
+        theirs = row["vLLM"]
+        assert theirs["server_decode_tokens_per_s"] > 0 and theirs["client_decode_tokens_per_s"] > 0
+        assert row["ratio"] > 0
+    same, total = map(int, model["greedy_outputs_identical"].split("/"))
+    assert total == 8 and model["greedy_common_prefix_share"] > 0
