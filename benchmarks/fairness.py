@@ -1,5 +1,5 @@
 """Fair shares between tenants: `python -m benchmarks.fairness [--asks 8] [--flood-clients 8]
-[--flood-agents 10] [--label NAME]`.
+[--flood-agents 10] [--label NAME] [--env GROUNDWORK_X=V ...]`.
 
 Starts the platform as a user would (`groundwork up` on a fresh data dir), makes two tenants with
 their own collection (the same generated documents), then measures tenant B's asks, one at a time,
@@ -133,6 +133,9 @@ def main() -> None:
     parser.add_argument("--ramp-s", type=float, default=10, help="Seconds of flood before B asks.")
     parser.add_argument("--docs", type=int, default=20, help="Generated documents per tenant.")
     parser.add_argument("--label", default="default", help="The run's name in the results file.")
+    parser.add_argument(
+        "--env", action="append", default=[], help="A GROUNDWORK_* setting for the platform, NAME=VALUE."
+    )
     args = parser.parse_args()
 
     from benchmarks.ingest import make_documents
@@ -140,7 +143,7 @@ def main() -> None:
     docs = [(u.filename, u.data) for u in make_documents(args.docs, 6, 0, "fair")]
     data_dir = Path(tempfile.mkdtemp(prefix="gw-bench-fairness-"))
     port = _free_port()
-    proc = start_platform(data_dir, port)
+    proc = start_platform(data_dir, port, dict(item.split("=", 1) for item in args.env))
     try:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=600) as client:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
+import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -52,6 +54,7 @@ class AsyncLLMEngine:
         # The model's size, for callers that adapt to it (quote answers from small generators).
         self.num_parameters = sum(p.numel() for p in self.engine.model.parameters())
         self._max_waiting = config.max_waiting
+        self.thread_nice = config.thread_nice
         self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._streams: dict[str, _Stream] = {}
         self._pending_adds = 0
@@ -153,6 +156,10 @@ class AsyncLLMEngine:
     # -- engine thread -------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        if self.thread_nice and sys.platform == "linux":
+            # NOTE: on Linux nice() is per thread, and the OpenMP team this thread starts at its first
+            # parallel op inherits it: the engine's matmul threads yield too, the API's own stay.
+            os.nice(self.thread_nice)
         while True:
             if not self._drain_commands(block=not self.engine.has_unfinished()):
                 self._deliver(self.engine.abort_all())  # streams end with finish_reason "abort"

@@ -122,6 +122,7 @@ class EngineConfig:
     cache_dir: Path | None = None  # where converted GGUF weights are cached; None: no cache
     enable_prefix_caching: bool = True
     cpu_threads: int | None = None  # torch intra-op threads; None: torch's setting
+    thread_nice: int = 5  # niceness added to the step thread (Linux), see AsyncLLMEngine._loop
     num_kv_blocks: int | None = None  # overrides the memory budget (tests force tiny pools with it)
     speculative: str = "prompt_lookup"  # see SPECULATIVE_METHODS and inference/spec/
     num_speculative_tokens: int = 7
@@ -163,6 +164,8 @@ class EngineConfig:
             raise ValueError("max_model_len must be > 0")
         if self.cpu_threads is not None and self.cpu_threads <= 0:
             raise ValueError("cpu_threads must be > 0")
+        if not 0 <= self.thread_nice <= 19:
+            raise ValueError("thread_nice must be in 0..19")
         if self.num_kv_blocks is not None and self.num_kv_blocks <= 0:
             raise ValueError("num_kv_blocks must be > 0")
         if self.speculative not in SPECULATIVE_METHODS:

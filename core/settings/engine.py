@@ -24,6 +24,15 @@ class EngineSettings(BaseModel):
         "shared with other busy processes, use fewer threads than cores, or export OMP_WAIT_POLICY=PASSIVE "
         "before starting: spinning OpenMP workers otherwise stall every small op.",
     )
+    thread_nice: int = Field(
+        default=5,
+        ge=0,
+        le=19,
+        description="Niceness added to the in-process engine's step thread (and the OpenMP threads it "
+        "starts), on Linux: generation runs continuously while one tenant's agents work, and yields the "
+        "CPU to request handling and retrieval for the others; ingestion workers sit lower still "
+        "(ingestion.worker_nice). 0: same priority as the API.",
+    )
     speculative: Literal["off", "prompt_lookup", "draft"] = Field(
         default="prompt_lookup",
         description="Speculative decoding: prompt_lookup (n-gram match against the context, no extra "

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +209,30 @@ def test_smollm2_answers_through_the_async_engine(smollm2_path, model_cache):
     finally:
         engine.shutdown()
     assert_no_leaks(engine.engine)
+
+
+def _thread_nices() -> dict[int, int]:
+    """Thread id -> nice value, for this process's threads (field 19 of /proc/self/task/*/stat)."""
+    nices = {}
+    for task in Path("/proc/self/task").iterdir():
+        stat = (task / "stat").read_text()
+        nices[int(task.name)] = int(stat[stat.rindex(")") + 2 :].split()[16])
+    return nices
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread niceness is Linux's")
+def test_generation_yields_the_cpu_and_the_callers_threads_keep_their_priority(smollm2_path):
+    base = os.nice(0)
+    config = EngineConfig(smollm2_path, device="cpu", kv_cache_memory_gb=0.05, cpu_threads=2, thread_nice=3)
+    engine = AsyncLLMEngine(config)
+    engine.start()
+    try:
+        prompt = engine.tokenizer.encode("Tell me about rivers. " * 40)  # a prefill big enough for 2 threads
+        asyncio.run(collect(engine, "n", prompt, GREEDY))
+        nices = _thread_nices()
+        assert nices.pop(engine._thread.native_id) == base + 3
+        assert nices.pop(threading.get_native_id()) == base  # the caller's (the API's event loop) stays
+        # the OpenMP worker the engine thread started for its matmuls inherited its niceness
+        assert base + 3 in nices.values(), nices
+    finally:
+        engine.shutdown()
