@@ -18,9 +18,9 @@ from inference.config import EngineConfig
 from inference.detokenizer import Detokenizer
 from inference.loaders import load_model
 from inference.model_runner import ModelRunner, ScheduledBatch, kv_block_bytes
-from inference.protocol import EngineStats, InvalidRequestError, RequestOutput, SamplingParams
+from inference.protocol import EngineStats, FinishReason, InvalidRequestError, RequestOutput, SamplingParams
 from inference.sampling import sample
-from inference.scheduler import Scheduler
+from inference.scheduler import Scheduler, SeqUpdate
 from inference.sequence import Sequence
 from inference.spec import build_proposer
 from inference.spec.decoding import SpeculativeDecoder
@@ -171,8 +171,6 @@ class LLMEngine:
             params,
             min(self.max_model_len, n + params.max_tokens),
         )
-        if self.spec is not None:
-            seq.spec_k = self.spec.max_k(seq)
         self._arrivals += 1
         try:
             if params.seed is not None:
@@ -191,8 +189,7 @@ class LLMEngine:
         seq = self._seqs.get(request_id)
         if seq is None:
             return None
-        seq.finish_reason = "abort"
-        self.scheduler.finish(seq)
+        self.scheduler.finish(seq, "abort")
         return self._output(seq, [], None)
 
     def abort_all(self) -> list[RequestOutput]:
@@ -205,9 +202,8 @@ class LLMEngine:
 
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
-        if self.spec is not None:
-            self.spec.propose(self.scheduler.running, self._grammars)
-        batch = self.scheduler.schedule()
+        proposals = None if self.spec is None else self.spec.propose(self.scheduler.running, self._grammars)
+        batch = self.scheduler.schedule(proposals)
         if batch is None:
             return []
         try:
@@ -222,18 +218,15 @@ class LLMEngine:
     def _fail(self, seqs: list[Sequence]) -> None:
         for seq in seqs:
             if not seq.is_finished:
-                seq.finish_reason = "abort"
-                self.scheduler.finish(seq)
+                self.scheduler.finish(seq, "abort")
             self._forget(seq.request_id)
 
     def _run(self, batch: ScheduledBatch) -> list[RequestOutput]:
-        """Run the batch and post-process each request; a request whose sampling or post-processing
-        raises fails alone (StepError with the others' outputs)."""
+        """Run the batch, turn each sampling sequence's logits into its new tokens, and let the
+        scheduler apply them; a request whose sampling or post-processing raises fails alone
+        (StepError with the others' outputs)."""
         logits = self.runner.run(batch)
-        for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
-            if not seq.spec_token_ids:  # verification decides how many of a speculating one count
-                seq.num_computed_tokens += n
-                self.block_manager.commit_full_blocks(seq)
+        fed = dict(zip(batch.seqs, batch.num_new_tokens, strict=True))
         to_sample = [s for s, flag in zip(batch.seqs, batch.sampling, strict=True) if flag]
         plain, plain_rows, spec_rows = [], [], []
         row = 0
@@ -244,7 +237,8 @@ class LLMEngine:
                 plain.append(seq)
                 plain_rows.append(row)
             row += 1 + len(seq.spec_token_ids)
-        outputs: list[RequestOutput] = []
+        updates: dict[Sequence, SeqUpdate] = {}
+        emitted: list[tuple[Sequence, list[int], list | None]] = []
         failed: dict[str, Exception] = {}
         if plain:
             logits_plain = logits[torch.tensor(plain_rows, device=logits.device)] if spec_rows else logits
@@ -253,23 +247,21 @@ class LLMEngine:
                     if isinstance(drawn, Exception):
                         raise drawn
                     token, logprob = drawn
-                    self._append(seq, token)
-                    outputs.append(self._output(seq, [token], None if logprob is None else [logprob]))
+                    updates[seq] = SeqUpdate([token], fed[seq], self._stop_reason(seq, [], token))
+                    emitted.append((seq, [token], None if logprob is None else [logprob]))
                 except Exception as e:
                     failed[seq.request_id] = e
-        verified = self.spec.verify_all(spec_rows, logits, self._grammars, self._append) if spec_rows else []
+        verified = []
+        if spec_rows:
+            verified = self.spec.verify_all(spec_rows, logits, self._grammars, self._stop_reason)
         for (seq, _), result in zip(spec_rows, verified, strict=True):
-            try:
-                if isinstance(result, Exception):
-                    raise result
-                tokens, logprobs = result
-                if seq.finish_reason is None:
-                    # NOTE: only verified tokens are behind num_computed_tokens now, so only now may their
-                    # full blocks enter the prefix cache.
-                    self.block_manager.commit_full_blocks(seq)
-                outputs.append(self._output(seq, tokens, None if logprobs[0] is None else logprobs))
-            except Exception as e:
-                failed[seq.request_id] = e
+            if isinstance(result, Exception):
+                failed[seq.request_id] = result
+                continue
+            updates[seq] = SeqUpdate(result.tokens, 1 + result.accepted, result.finish_reason)
+            emitted.append((seq, result.tokens, None if result.logprobs[0] is None else result.logprobs))
+        self.scheduler.update_from_output(batch, updates, set(failed))
+        outputs = [self._output(seq, tokens, logprobs) for seq, tokens, logprobs in emitted]
         if failed:
             log.error("requests failed in a step: %s", {rid: repr(e) for rid, e in failed.items()})
             raise StepError(list(failed), outputs) from next(iter(failed.values()))
@@ -295,19 +287,20 @@ class LLMEngine:
                 results.append(e)
         return results
 
-    def _append(self, seq: Sequence, token: int) -> None:
-        seq.token_ids.append(token)
+    def _stop_reason(self, seq: Sequence, emitted: list[int], token: int) -> FinishReason | None:
+        """Why `seq` stops at `token`, which follows `emitted` (its tokens earlier in this step, not
+        yet applied), or None; advances the request's grammar and detokenizer by the token."""
         params = seq.params
         # NOTE: a grammar must see every sampled token (EOS included: accepting it terminates it).
         grammar_done = params.structured_output is not None and self._grammars.accept(seq.request_id, token)
         if token in params.stop_token_ids or (token in self.eos_token_ids and not params.ignore_eos):
-            seq.finish_reason = "stop"  # the stop token's text is not part of the output
-        elif self._detok[seq.request_id].push(token) or grammar_done:
-            seq.finish_reason = "stop"
-        elif seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= seq.max_len:
-            seq.finish_reason = "length"
-        if seq.finish_reason is not None:
-            self.scheduler.finish(seq)
+            return "stop"  # the stop token's text is not part of the output
+        if self._detok[seq.request_id].push(token) or grammar_done:
+            return "stop"
+        count = len(emitted) + 1
+        if seq.num_output_tokens + count >= params.max_tokens or seq.num_tokens + count >= seq.max_len:
+            return "length"
+        return None
 
     def _output(self, seq: Sequence, new_ids: list[int], logprobs: list | None) -> RequestOutput:
         finished = seq.finish_reason is not None
@@ -337,7 +330,7 @@ class LLMEngine:
         self._seqs.pop(request_id, None)
         self._detok.pop(request_id, None)
         if self.spec is not None:
-            self.spec.proposer.forget(request_id)
+            self.spec.forget(request_id)
         if self._grammars is not None:
             self._grammars.remove(request_id)
 

@@ -12,16 +12,35 @@ tenant (or none named) this is first come, first served.
 When the block pool cannot hold a running sequence's next tokens, the most recently admitted running
 sequence is preempted by recompute: its blocks are freed and it goes back to the front of the waiting
 queue with `num_computed_tokens = 0` (its prefix-cached blocks usually make the recompute cheap).
+
+NOTE: the scheduler is the one writer of sequence state, as in vLLM v1: proposers return guesses
+(`schedule` puts them on the sequences), the runner returns logits, the engine turns them into each
+sequence's new tokens and stop reason (`SeqUpdate`), and `update_from_output` applies those: progress,
+tokens, prefix-cache commits, finishing.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from dataclasses import dataclass
 
 from inference.block_manager import BlockManager
 from inference.model_runner import ScheduledBatch
+from inference.protocol import FinishReason
 from inference.sequence import SeqStatus, Sequence
+from inference.spec import Proposal
+
+
+@dataclass
+class SeqUpdate:
+    """What one step did for a sequence that sampled: its new tokens, how many of the tokens it fed
+    now have K/V in the cache (all of a plain chunk; the last token and the accepted guesses of a
+    verifying one), and why it stops, if it does."""
+
+    tokens: list[int]
+    computed: int
+    finish_reason: FinishReason | None
 
 
 class Scheduler:
@@ -48,8 +67,9 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def finish(self, seq: Sequence) -> None:
-        """Drop a sequence (finished or aborted) wherever it is and free its blocks."""
+    def finish(self, seq: Sequence, reason: FinishReason) -> None:
+        """End a sequence (finished or aborted) wherever it is and free its blocks."""
+        seq.finish_reason = reason
         if seq.status is SeqStatus.RUNNING:
             self.running.remove(seq)
         elif seq.status is SeqStatus.WAITING:
@@ -82,7 +102,12 @@ class Scheduler:
         self.waiting.appendleft(seq)
         self.num_preemptions_total += 1
 
-    def schedule(self) -> ScheduledBatch | None:
+    def schedule(self, proposals: dict[Sequence, Proposal] | None = None) -> ScheduledBatch | None:
+        """The next step's batch; `proposals` are guesses to verify for running sequences."""
+        for seq in self.running:
+            proposal = (proposals or {}).get(seq)
+            seq.spec_token_ids = list(proposal.token_ids) if proposal else []
+            seq.draft_probs = proposal.probs if proposal else None
         budget = self.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         preempted = False
@@ -140,3 +165,22 @@ class Scheduler:
             num_new_tokens=[n for _, n in scheduled],
             sampling=[s.num_computed_tokens + n >= s.num_tokens for s, n in scheduled],
         )
+
+    def update_from_output(
+        self, batch: ScheduledBatch, updates: dict[Sequence, SeqUpdate], failed: set[str]
+    ) -> None:
+        """Apply a step: a sequence that only fed a prompt chunk advances by it; one that sampled also
+        gets its tokens and, if it stops, ends. `failed` ones are left to be aborted."""
+        for seq, n in zip(batch.seqs, batch.num_new_tokens, strict=True):
+            if seq.request_id in failed:
+                continue
+            update = updates.get(seq)
+            seq.num_computed_tokens += n if update is None else update.computed
+            seq.spec_token_ids, seq.draft_probs = [], None
+            if update is not None:
+                seq.token_ids.extend(update.tokens)
+            # NOTE: only now are the verified tokens behind num_computed_tokens, so only now may
+            # their full blocks enter the prefix cache (before the blocks are freed by finishing).
+            self.block_manager.commit_full_blocks(seq)
+            if update is not None and update.finish_reason is not None:
+                self.finish(seq, update.finish_reason)

@@ -23,7 +23,8 @@ class Sequence:
     NOTE: `token_ids` is prompt + output. `num_computed_tokens` counts tokens whose K/V are in the
     cache; the scheduler feeds `token_ids[num_computed_tokens:]` (in chunks) until it reaches the end,
     and only then is a new token sampled. Preemption resets it to 0, so recomputation covers the output
-    produced so far as well as the prompt.
+    produced so far as well as the prompt. The scheduler is the one writer of this state (status,
+    tokens, progress, blocks, guesses, finish reason); everything else reads it.
     """
 
     request_id: str
@@ -39,15 +40,12 @@ class Sequence:
     block_hashes: list[bytes] = field(default_factory=list)  # hashes of the full blocks, in order
     generator: torch.Generator | None = None
     finish_reason: FinishReason | None = None
-    # Speculative decoding (inference/spec/). NOTE: `spec_token_ids` are proposals for the positions after
-    # `token_ids`, set before scheduling and cleared by verification within the same step; they are
-    # never part of `token_ids`, so they are never hashed into the prefix cache.
-    spec_k: int = 0  # current proposal length (adapted to the acceptance), 0 = off
-    spec_misses: int = 0  # verifying passes in a row that kept no guess
-    spec_pause: int = 0  # decode steps left without proposals (back-off after misses)
+    # Speculative decoding (inference/spec/). NOTE: `spec_token_ids` are the guesses the scheduler put
+    # on the sequence for the positions after `token_ids` this step (with their draft distributions,
+    # or None for point-mass guesses), cleared when it applies the step's outcome; they are never part
+    # of `token_ids`, so they are never hashed into the prefix cache.
     spec_token_ids: list[int] = field(default_factory=list)
-    draft_probs: torch.Tensor | None = None  # [len(spec_token_ids), vocab] draft distributions, or None
-    # for point-mass proposals (prompt lookup, greedy drafts)
+    draft_probs: torch.Tensor | None = None  # [len(spec_token_ids), vocab]
 
     @property
     def num_tokens(self) -> int:

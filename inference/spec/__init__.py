@@ -7,7 +7,10 @@ output distribution stays the target's (greedy: exactly its argmax). See inferen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import torch
 
 from inference.sequence import Sequence
 
@@ -15,10 +18,19 @@ if TYPE_CHECKING:
     from inference.config import EngineConfig
 
 
+@dataclass
+class Proposal:
+    """Guesses for the tokens after a sequence; the scheduler puts them on it for one step."""
+
+    token_ids: list[int]
+    probs: torch.Tensor | None = None  # [len(token_ids), vocab] when drawn from a distribution q;
+    # None for point-mass guesses (prompt lookup, greedy drafts)
+
+
 class Proposer(Protocol):
-    def propose(self, seq: Sequence, k: int) -> list[int]:
-        """Up to `k` tokens likely to follow `seq.token_ids` (may be fewer, or none). A proposer that
-        samples its guesses from a distribution q sets `seq.draft_probs` (one row per guess)."""
+    def propose(self, seq: Sequence, k: int) -> Proposal:
+        """Up to `k` tokens likely to follow `seq.token_ids` (may be fewer, or none); reads `seq`,
+        never writes it."""
         ...
 
     def forget(self, request_id: str) -> None:

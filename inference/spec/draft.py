@@ -18,6 +18,7 @@ from inference.loaders import load_model
 from inference.model_runner import ModelRunner, ScheduledBatch, kv_block_bytes
 from inference.sampling import draw, prepare_logits
 from inference.sequence import Sequence
+from inference.spec import Proposal
 
 if TYPE_CHECKING:
     from inference.config import EngineConfig
@@ -70,7 +71,7 @@ class DraftModelProposer:
         return shadow
 
     @torch.inference_mode()
-    def propose(self, seq: Sequence, k: int) -> list[int]:
+    def propose(self, seq: Sequence, k: int) -> Proposal:
         shadow = self._shadow(seq)
         guesses: list[int] = []
         rows: list[torch.Tensor] = []
@@ -90,8 +91,7 @@ class DraftModelProposer:
                 rows.append(probs[0])
             shadow.token_ids.append(token)
             guesses.append(token)
-        seq.draft_probs = torch.stack(rows) if rows else None
-        return guesses
+        return Proposal(guesses, torch.stack(rows) if rows else None)
 
     def forget(self, request_id: str) -> None:
         shadow = self._shadows.pop(request_id, None)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from inference.sequence import Sequence
+from inference.spec import Proposal
 
 
 class PromptLookupProposer:
     def __init__(self, max_ngram: int = 5, min_ngram: int = 2) -> None:
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
-    def propose(self, seq: Sequence, k: int) -> list[int]:
+    def propose(self, seq: Sequence, k: int) -> Proposal:
         tokens = np.asarray(seq.token_ids)
         length = len(tokens)
         # Longer n-grams first: their continuations are more often right.
@@ -31,8 +32,8 @@ class PromptLookupProposer:
             hits = np.flatnonzero(match)
             if len(hits):
                 follow = int(hits[-1]) + n
-                return tokens[follow : follow + k].tolist()
-        return []
+                return Proposal(tokens[follow : follow + k].tolist())
+        return Proposal([])
 
     def forget(self, request_id: str) -> None:
         pass  # stateless

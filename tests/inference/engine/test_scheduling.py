@@ -152,6 +152,6 @@ def test_a_tenant_that_queued_many_sequences_does_not_delay_another_tenants():
     first = scheduler.schedule()
     assert [s.request_id for s in first.seqs] == ["d0", "b0"]  # not behind d1..d9
     # one tenant alone: first come, first served
-    scheduler.finish(late)
-    scheduler.finish(first.seqs[0])
+    scheduler.finish(late, "abort")
+    scheduler.finish(first.seqs[0], "abort")
     assert [s.request_id for s in scheduler.schedule().seqs] == ["d1", "d2"]

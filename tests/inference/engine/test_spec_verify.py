@@ -7,6 +7,7 @@ import torch
 
 from inference.protocol import SamplingParams
 from inference.sequence import Sequence
+from inference.spec import Proposal
 from inference.spec.prompt_lookup import PromptLookupProposer
 from inference.spec.verify import accept_or_resample
 
@@ -45,10 +46,10 @@ def _seq(tokens: list[int]) -> Sequence:
 @pytest.mark.unit
 def test_prompt_lookup_continues_the_latest_match_of_the_longest_ngram():
     lookup = PromptLookupProposer(max_ngram=3, min_ngram=1)
-    assert lookup.propose(_seq([7, 1, 2, 3, 9, 1, 2, 3, 4, 5, 6, 0, 2, 3]), 3) == [4, 5, 6]
-    assert lookup.propose(_seq([5, 8, 5]), 4) == [8, 5]
-    assert lookup.propose(_seq([1, 2, 3, 4]), 4) == []
-    assert PromptLookupProposer(min_ngram=2).propose(_seq([1, 2, 9, 2]), 4) == []
+    assert lookup.propose(_seq([7, 1, 2, 3, 9, 1, 2, 3, 4, 5, 6, 0, 2, 3]), 3).token_ids == [4, 5, 6]
+    assert lookup.propose(_seq([5, 8, 5]), 4).token_ids == [8, 5]
+    assert lookup.propose(_seq([1, 2, 3, 4]), 4).token_ids == []
+    assert PromptLookupProposer(min_ngram=2).propose(_seq([1, 2, 9, 2]), 4).token_ids == []
 
 
 class _ForbidZero:
@@ -78,9 +79,9 @@ class _SampledDraft:
     def __init__(self, generator: torch.Generator) -> None:
         self.generator = generator
 
-    def propose(self, seq: Sequence, k: int) -> list[int]:
-        seq.draft_probs = Q.repeat(k, 1)
-        return torch.multinomial(Q, k, replacement=True, generator=self.generator).tolist()
+    def propose(self, seq: Sequence, k: int) -> Proposal:
+        guesses = torch.multinomial(Q, k, replacement=True, generator=self.generator).tolist()
+        return Proposal(guesses, Q.repeat(k, 1))
 
     def forget(self, request_id: str) -> None:
         pass
@@ -99,11 +100,12 @@ def test_sampled_drafts_under_a_grammar_yield_the_masked_target():
     firsts = []
     for _ in range(6000):
         seq = Sequence("r", [1], 1, SamplingParams(temperature=1.0), 100)
-        seq.spec_k, seq.generator = 2, gen
-        decoder.propose([seq], grammar)
-        assert len(seq.spec_token_ids) == 2  # never cut
-        tokens, _ = decoder.verify(seq, logits.clone(), grammar, lambda s, t: s.token_ids.append(t))
-        firsts.append(tokens[0])
+        seq.generator = gen
+        (proposal,) = decoder.propose([seq], grammar).values()
+        assert len(proposal.token_ids) == 2  # never cut
+        seq.spec_token_ids, seq.draft_probs = proposal.token_ids, proposal.probs  # as the scheduler does
+        firsts.append(decoder.verify(seq, logits.clone(), grammar, lambda s, emitted, t: None).tokens[0])
+        decoder.forget(seq.request_id)  # each draw a fresh request: no back-off carried over
     masked = P.clone()
     masked[0] = 0
     assert (_histogram(firsts) - masked / masked.sum()).abs().max() < 0.02

@@ -206,10 +206,11 @@ def test_a_speculating_step_feeds_at_most_spec_max_tokens(tiny_llama, make_engin
     propose = engine.spec.propose
 
     def recording(running, grammars):
-        propose(running, grammars)
-        guesses = sum(len(seq.spec_token_ids) for seq in running)
+        proposals = propose(running, grammars)
+        guesses = sum(len(p.token_ids) for p in proposals.values())
         if guesses:
             fed.append((len(running), len(running) + guesses))
+        return proposals
 
     engine.spec.propose = recording
     lengths = [4, 8, 12, 16, 24]  # requests finish one by one, leaving each a larger share
@@ -234,14 +235,15 @@ def test_requests_back_off_after_passes_that_keep_no_guess(tiny_llama, make_engi
     propose, verify = engine.spec.propose, engine.spec.verify
 
     def recording_propose(running, grammars):
-        propose(running, grammars)
-        guessed.append(bool(running and running[0].spec_token_ids))
+        proposals = propose(running, grammars)
+        guessed.append(bool(proposals))
+        return proposals
 
-    def recording_verify(seq, logits, grammars, append, picks=None):
-        tokens, logprobs = verify(seq, logits, grammars, append, picks)
-        if len(tokens) == 1:
+    def recording_verify(seq, logits, grammars, stop, picks=None):
+        result = verify(seq, logits, grammars, stop, picks)
+        if len(result.tokens) == 1:
             misses.append(len(guessed) - 1)
-        return tokens, logprobs
+        return result
 
     engine.spec.propose, engine.spec.verify = recording_propose, recording_verify
     long = SamplingParams(max_tokens=48, temperature=0.0, ignore_eos=True)
