@@ -30,7 +30,7 @@ from agents.tools import ToolContext
 from core.models import AgentRun
 from core.settings import Settings
 from core.tracing import annotate, traced
-from inference.client import ChatBackend
+from inference.provider import Rung
 
 log = logging.getLogger("groundwork.agents")
 RETRIES = 3  # a segment that lost its database connection is resumed from its last checkpoint
@@ -43,17 +43,15 @@ class AgentRunner:
         sessions: sessionmaker[Session],
         settings: Settings,
         database_url: str,
-        backend: Callable[[], ChatBackend],
+        models: Callable[[], list[Rung]],
         mcp: McpPool | None = None,
         gate_for: Callable[[AgentRun], TokenGate | None] = lambda run: None,
+        escalated: Callable[[list[dict]], None] | None = None,
     ) -> None:
-        self.sessions, self.settings, self.database_url, self.backend = (
-            sessions,
-            settings,
-            database_url,
-            backend,
-        )
-        self.mcp = mcp
+        # models: the cascade (qa.cascade) or the one generator; the first also serves the tools.
+        self.sessions, self.settings, self.database_url = sessions, settings, database_url
+        self.models = models
+        self.mcp, self.escalated = mcp, escalated
         # Who pays for a run's LLM calls: the gate its segment was started with (the caller's key),
         # else `gate_for(run)` (a run resumed after a restart: its tenant).
         self.gate_for = gate_for
@@ -159,12 +157,15 @@ class AgentRunner:
     # --- one segment ---------------------------------------------------------------------------
 
     def _deps(self, run: AgentRun) -> AgentDeps:
-        backend = self.backend()
+        rungs = self.models()
+        backend = rungs[0].backend
         context = ToolContext(
             self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
         )
         gate = self.gates.get(run.id) or self.gate_for(run)
-        model = AgentChatModel(backend, cache_salt=str(run.tenant_id), gate=gate)
+        model = AgentChatModel(
+            backend, cache_salt=str(run.tenant_id), gate=gate, rungs=rungs, escalated=self.escalated
+        )
         return AgentDeps(
             model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
         )

@@ -68,9 +68,20 @@ def run_dict(run: AgentRun, trace: bool = True) -> dict:
         "finish_reason": run.finish_reason,
         "detail": run.detail,
         "active_s": round(run.active_s, 3),
+        **answered_by(run.trace),
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }
     if trace:
         out["trace"] = run.trace
     return out
+
+
+def answered_by(trace: list[dict]) -> dict:
+    """`model`: the model of the run's last LLM turn (None before one); `escalations`: every turn's
+    cascade escalations in order, each with the node it happened in."""
+    turns = [step for step in trace if step.get("type") == "llm"]
+    return {
+        "model": turns[-1].get("model") if turns else None,
+        "escalations": [{**e, "node": t["node"]} for t in turns for e in t.get("escalations") or []],
+    }
