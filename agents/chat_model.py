@@ -141,16 +141,15 @@ class AgentChatModel:
         usage, ms = Usage(), 0.0
         for i, rung in enumerate(self.rungs):
             turn = await self._turn(rung, messages, tools, choice, max_tokens or self.max_tokens, parallel)
-            usage = Usage(*(a + b for a, b in zip(usage.counts(), turn.usage.counts(), strict=True)))
-            ms += turn.ms
-            reason = turn_weakness(turn) if i < len(self.rungs) - 1 else None
+            usage, ms = usage + turn.usage, ms + turn.ms
+            reason = turn_weakness(turn) if i < len(self.rungs) - 1 else None  # the last one stands
             if reason is None:
-                if escalations and self.escalated is not None:
-                    self.escalated(escalations)
-                turn.model, turn.escalations, turn.usage, turn.ms = rung.name, escalations, usage, ms
-                return turn
+                break
             escalations.append({"from": rung.name, "reason": reason})
-        raise AssertionError("unreachable: the last model's turn always stands")
+        if escalations and self.escalated is not None:
+            self.escalated(escalations)
+        turn.model, turn.escalations, turn.usage, turn.ms = rung.name, escalations, usage, ms
+        return turn
 
     async def _turn(self, rung: Rung, messages, tools, choice, max_tokens: int, parallel: bool) -> ModelTurn:
         start = time.perf_counter()

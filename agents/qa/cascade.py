@@ -57,10 +57,6 @@ def weakness(
     return None
 
 
-def _add(a: Usage, b: Usage) -> Usage:
-    return Usage(*(x + y for x, y in zip(a.counts(), b.counts(), strict=True)))
-
-
 async def cascade(rungs: list[Rung], attempt: Attempt, judge: Judge) -> AsyncIterator[str | Answer]:
     """The text pieces of the answer that stands, then that Answer, its `model` and `escalations`
     set and its usage summed over every model that tried (all of it was spent)."""
@@ -76,7 +72,7 @@ async def cascade(rungs: list[Rung], attempt: Attempt, judge: Judge) -> AsyncIte
             else:
                 held.append(text)
         answer = out[0]
-        spent = _add(spent, answer.usage)
+        spent += answer.usage
         reason = await judge(answer, last)
         if reason is None or last:
             for text in held:

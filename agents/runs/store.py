@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agents.runs.escalation import answered_by
 from core.models import AgentRun
 
 ACTIVE = ("queued", "running")
@@ -75,13 +76,3 @@ def run_dict(run: AgentRun, trace: bool = True) -> dict:
     if trace:
         out["trace"] = run.trace
     return out
-
-
-def answered_by(trace: list[dict]) -> dict:
-    """`model`: the model of the run's last LLM turn (None before one); `escalations`: every turn's
-    cascade escalations in order, each with the node it happened in."""
-    turns = [step for step in trace if step.get("type") == "llm"]
-    return {
-        "model": turns[-1].get("model") if turns else None,
-        "escalations": [{**e, "node": t["node"]} for t in turns for e in t.get("escalations") or []],
-    }

@@ -35,7 +35,8 @@ class AgentRunSummary(BaseModel):
     escalations: list[dict[str, Any]] = Field(
         default_factory=list,
         description="qa.cascade: `{from, reason, node}` per turn a model got wrong (a missing or invalid "
-        "tool call) and the next model made instead.",
+        "tool call) and the next model made instead; node null: a whole try that ended without an "
+        "answer (reason `no_answer:<finish_reason>`), run again by the next model.",
     )
     created_at: str | None
     finished_at: str | None

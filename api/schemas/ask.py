@@ -31,7 +31,9 @@ class AskOut(BaseModel):
         "history turns left out of the prompt, each with its reason.",
     )
     model: str | None = Field(
-        default=None, description="The generator that produced the answer; null when no model ran."
+        default=None,
+        description="The generator that produced the answer (qa.cascade: the model whose answer stood); "
+        "null when no model ran.",
     )
     escalations: list[dict[str, Any]] = Field(
         default_factory=list,

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from agents.chat_model import ModelTurn, ToolCall, turn_weakness
 from agents.qa.attempts import Answer
 from agents.qa.cascade import weakness
+from agents.runs.escalation import answered_by, escalation_step, level, run_usage
 from core.registry import resolve_model
 from core.settings.qa import QASettings
 from inference.client import LocalChatBackend, Usage
@@ -48,6 +49,27 @@ def test_agent_turns_without_a_valid_call_are_weak():
     assert turn_weakness(turn()) == "missing_tool_call"
     assert turn_weakness(turn(ToolCall("search", {}, error="invalid arguments"))) == "invalid_tool_call"
     assert turn_weakness(turn(ToolCall("search", {"query": "owls"}))) is None
+
+
+def test_a_runs_model_usage_and_escalations_cover_every_try():
+    weak_turn = {
+        "type": "llm",
+        "node": "agent",
+        "model": "big",
+        "escalations": [{"from": "small", "reason": "x"}],
+    }
+    first_try = {"finish_reason": "plan_done", "usage": {"prompt_tokens": 10, "tool_calls": 1}}
+    trace = [weak_turn, escalation_step("small", first_try), {"type": "llm", "node": "agent", "model": "big"}]
+    assert level(trace) == 1
+    assert run_usage({"prompt_tokens": 5, "tool_calls": 2}, trace) == {"prompt_tokens": 15, "tool_calls": 3}
+    assert answered_by(trace) == {
+        "model": "big",
+        "escalations": [
+            {"from": "small", "reason": "x", "node": "agent"},
+            {"from": "small", "reason": "no_answer:plan_done", "node": None},
+        ],
+    }
+    assert answered_by([]) == {"model": None, "escalations": []}
 
 
 def test_cascade_settings_parse_names_and_refuse_a_model_twice():

@@ -108,8 +108,29 @@ def test_an_agent_turn_without_a_valid_call_is_made_by_the_next_model(cascade_cl
     turns = [s for s in run["trace"] if s["type"] == "llm"]
     assert turns and all(t["model"] == LARGE for t in turns), turns
     assert run["model"] == LARGE
-    assert run["escalations"] == [
+    per_turn = [e for e in run["escalations"] if e["node"] is not None]
+    assert per_turn == [
         {"from": settings.llm_model, "reason": "missing_tool_call", "node": t["node"]} for t in turns
     ]
     counted = escalations(cascade_client, "agent")[(settings.llm_model, "missing_tool_call")]
     assert counted == before + len(turns)
+
+
+def test_a_run_without_an_answer_is_run_again_by_the_next_model(cascade_client, settings):
+    small = settings.llm_model
+    before = escalations(cascade_client, "agent").get((small, "no_answer:budget_exhausted"), 0)
+    budgets = {"max_steps": 1, "max_repeats": 10}  # one search, then no step is left for an answer
+    run = cascade_client.post(
+        "/v1/agents/runs",
+        json={"agent": "react", "input": QUESTION, "collections": ["qa-docs"], "budgets": budgets},
+    ).json()
+    assert run["finish_reason"] == "budget_exhausted", (run["detail"], run["trace"])
+    kinds = [s["type"] for s in run["trace"]]
+    retry = kinds.index("escalation")
+    assert "stopped" in kinds[:retry] and "stopped" in kinds[retry:]  # two tries, each to its end
+    again = [s for s in run["trace"][retry:] if s["type"] == "llm"]
+    assert again and all(t["model"] == LARGE and not t["escalations"] for t in again)  # LARGE alone
+    assert {"from": small, "reason": "no_answer:budget_exhausted", "node": None} in run["escalations"]
+    assert run["usage"]["tool_calls"] == 2  # both tries' search, summed
+    counted = escalations(cascade_client, "agent")[(small, "no_answer:budget_exhausted")]
+    assert counted == before + 1
