@@ -135,11 +135,15 @@ async def sweep_one(pipeline: AskPipeline, items) -> dict:
     return {"in_sources": hits / len(items), "retrieved": retrieved / len(items), "n": len(items)}
 
 
-async def answer_all(pipeline: AskPipeline, items, mode: str, dump: list | None) -> dict:
+async def answer_all(
+    pipeline: AskPipeline, items, mode: str, dump: list | None, cache_salt: str | None = None
+) -> dict:
+    """`cache_salt`: a run's own, so that it finds no prompt another run left in the prefix cache."""
     rows = []
     for item in items:
         start = time.perf_counter()
-        events = [e async for e in pipeline.run(AskRequest(item.question, answer_mode=mode, max_tokens=96))]
+        request = AskRequest(item.question, answer_mode=mode, max_tokens=96, cache_salt=cache_salt)
+        events = [e async for e in pipeline.run(request)]
         done, sources = events[-1], events[0]["sources"]
         latency = (time.perf_counter() - start) * 1000
         claims = done["claims"] or []

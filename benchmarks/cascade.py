@@ -64,7 +64,9 @@ async def run(args, settings, sessions, built: list) -> dict:
                 )
                 pipeline.rungs = ladder
                 try:
-                    row = await answer_all(pipeline, items, args.mode, None)
+                    # NOTE: salted per run: the cascade's tries otherwise reuse the prompts each
+                    # model alone left in its prefix cache and look as fast as one model.
+                    row = await answer_all(pipeline, items, args.mode, None, cache_salt=label)
                 finally:
                     session.close()
                 rows.append({"set": set_name, "run": label, "cascade": len(ladder) > 1, **row})
