@@ -12,6 +12,10 @@ which strict `json.loads` refuses).
 
 History stays in plain system/user/assistant messages (calls written as `<tool_call>` text,
 observations as user turns) because SmolLM2's template knows no `tool` role.
+
+With `qa.cascade` (inference/provider.py `Rung`s) a turn whose calls are missing or invalid is
+made again by the next model (`turn_weakness`); the turn reports the model whose calls stood and
+the escalations, and its usage and time cover every model that tried.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +33,7 @@ from inference.client import ChatBackend, LocalChatBackend, Usage
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
+from inference.provider import Rung
 from inference.tracing import GenerationSpan
 
 
@@ -70,6 +76,8 @@ class ModelTurn:
     usage: Usage
     finish_reason: str | None
     ms: float
+    model: str | None = None  # the model whose calls stood
+    escalations: list[dict] = field(default_factory=list)  # {from, reason} per model that failed
 
     def usage_dict(self) -> dict:
         return {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens}
@@ -111,9 +119,13 @@ class AgentChatModel:
         constrained: bool = True,
         cache_salt: str | None = None,
         gate: TokenGate | None = None,
+        rungs: list[Rung] | None = None,
+        escalated: Callable[[list[dict]], None] | None = None,
     ) -> None:
         self.backend, self.max_tokens, self.temperature = backend, max_tokens, temperature
         self.constrained, self.cache_salt, self.gate = constrained, cache_salt, gate
+        self.rungs = rungs or [Rung(backend.model_name, backend)]
+        self.escalated = escalated  # told each turn's escalations (the platform's metrics)
 
     async def call(
         self,
@@ -125,19 +137,35 @@ class AgentChatModel:
     ) -> ModelTurn:
         """One turn; `choice` is "required" (any of `tools`) or the name of the one tool to call;
         `parallel`: the turn may hold several calls."""
+        escalations: list[dict] = []
+        usage, ms = Usage(), 0.0
+        for i, rung in enumerate(self.rungs):
+            turn = await self._turn(rung, messages, tools, choice, max_tokens or self.max_tokens, parallel)
+            usage, ms = usage + turn.usage, ms + turn.ms
+            reason = turn_weakness(turn) if i < len(self.rungs) - 1 else None  # the last one stands
+            if reason is None:
+                break
+            escalations.append({"from": rung.name, "reason": reason})
+        if escalations and self.escalated is not None:
+            self.escalated(escalations)
+        turn.model, turn.escalations, turn.usage, turn.ms = rung.name, escalations, usage, ms
+        return turn
+
+    async def _turn(self, rung: Rung, messages, tools, choice, max_tokens: int, parallel: bool) -> ModelTurn:
         start = time.perf_counter()
-        max_tokens = max_tokens or self.max_tokens
+        if rung.max_tokens is not None:
+            max_tokens = min(max_tokens, rung.max_tokens)
         held = None
         if self.gate is not None:
             held = await self.gate.reserve(json.dumps(messages) + json.dumps(tools), max_tokens)
         try:
-            turn = (messages, tools, choice, max_tokens, parallel)
-            if isinstance(self.backend, LocalChatBackend):
+            turn = (rung.backend, messages, tools, choice, max_tokens, parallel)
+            if isinstance(rung.backend, LocalChatBackend):
                 calls, content, usage, reason = await self._local(*turn)
-            elif hasattr(self.backend, "tool_turn"):  # a remote server, or replicas behind the router
+            elif hasattr(rung.backend, "tool_turn"):  # a remote server, or replicas behind the router
                 calls, content, usage, reason = await self._remote(*turn)
             else:
-                raise TypeError(f"unsupported chat backend {type(self.backend).__name__}")
+                raise TypeError(f"unsupported chat backend {type(rung.backend).__name__}")
         except BaseException:
             if held is not None:
                 held.abandon()
@@ -147,10 +175,10 @@ class AgentChatModel:
         calls = [validate_call(c, tools) for c in calls]
         return ModelTurn(calls, content, usage, reason, (time.perf_counter() - start) * 1000)
 
-    async def _local(self, messages, tools, choice, max_tokens, parallel):
+    async def _local(self, backend, messages, tools, choice, max_tokens, parallel):
         from inference.grammar.spec import parse_structured_output
 
-        engine = self.backend.engine
+        engine = backend.engine
         spec = None
         if self.constrained:
             tool_choice = (
@@ -169,7 +197,7 @@ class AgentChatModel:
         parts: list[str] = []
         usage, reason = Usage(), None
         request_id = uuid.uuid4().hex
-        span = GenerationSpan(self.backend.model_name, params, request_id, "groundwork")
+        span = GenerationSpan(backend.model_name, params, request_id, "groundwork")
         async for out in engine.generate(request_id, prompt, params):
             parts.append(out.new_text)
             if out.new_token_ids:
@@ -182,11 +210,11 @@ class AgentChatModel:
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason
 
-    async def _remote(self, messages, tools, choice, max_tokens, parallel):
+    async def _remote(self, backend, messages, tools, choice, max_tokens, parallel):
         tool_choice = (
             "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
         )
-        response = await self.backend.tool_turn(
+        response = await backend.tool_turn(
             messages, tools, tool_choice, max_tokens, self.temperature, self.cache_salt, parallel
         )
         choice_ = response.choices[0]
@@ -194,6 +222,15 @@ class AgentChatModel:
         u = response.usage
         usage = Usage(u.prompt_tokens, u.completion_tokens) if u else Usage()
         return calls, choice_.message.content or "", usage, choice_.finish_reason
+
+
+def turn_weakness(turn: ModelTurn) -> str | None:
+    """Why the cascade's next model should make this turn instead, or None when it stands."""
+    if not turn.tool_calls:
+        return "missing_tool_call"
+    if any(c.error for c in turn.tool_calls):
+        return "invalid_tool_call"
+    return None
 
 
 def _from_openai(call: dict) -> ToolCall:

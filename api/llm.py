@@ -8,7 +8,7 @@ import threading
 from api.state import AppState
 from inference.client import ChatBackend
 from inference.protocol import EngineClient
-from inference.provider import LLMProvider
+from inference.provider import LLMProvider, Rung
 
 _build_lock = threading.Lock()
 
@@ -34,3 +34,15 @@ def chat_backend(state: AppState, cache_salt: str | None = None) -> ChatBackend:
     if llm.in_process:
         local_engine(state)
     return llm.backend(cache_salt)
+
+
+def answer_models(state: AppState, cache_salt: str | None = None) -> list[Rung]:
+    """The models that answer in turn (`qa.cascade`), or the one generator as the only one."""
+    llm = provider(state)
+    rungs = llm.cascade(cache_salt)
+    if rungs and llm.in_process and any(r.name == state.settings.llm_model for r in rungs):
+        local_engine(state)  # started by cascade(): recorded for the metrics sampler
+    if rungs:
+        return rungs
+    backend = chat_backend(state, cache_salt)
+    return [Rung(backend.model_name, backend)]

@@ -70,6 +70,13 @@ class PlatformMetrics:
             ["tenant", "kind"],
             registry=self.registry,
         )
+        self.escalations = Counter(
+            "groundwork:cascade_escalations",
+            "Answers (ask, rag/ chat) and agent turns handed to the next model of qa.cascade, by the "
+            "model whose answer was weak and why.",
+            ["surface", "model", "reason"],
+            registry=self.registry,
+        )
         self.slo = SloTracker(state.settings.slo, self.registry)
         self.registry.register(EngineLoad(state))
         self.registry.register(IngestionBacklog(state))
@@ -90,9 +97,17 @@ def observed_route(
     return observed(events, metrics.slo, route, metrics.tenant_tokens, tenant)
 
 
-def record_ask(state: AppState, usage: dict, timings: dict) -> None:
+def record_escalations(state: AppState, surface: str, escalations: list[dict]) -> None:
+    """Count cascade escalations (`{from, reason}` each) of an answer or an agent turn."""
+    counter = platform_metrics(state).escalations
+    for step in escalations:
+        counter.labels(surface, step["from"], step["reason"]).inc()
+
+
+def record_ask(state: AppState, usage: dict, timings: dict, escalations: list[dict]) -> None:
     metrics = platform_metrics(state)
     metrics.asks.inc()
+    record_escalations(state, "answer", escalations)
     prompt = usage.get("prompt_tokens", 0)
     cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
     metrics.prompt_tokens.inc(prompt)

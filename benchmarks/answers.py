@@ -23,6 +23,7 @@ import json
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -134,11 +135,15 @@ async def sweep_one(pipeline: AskPipeline, items) -> dict:
     return {"in_sources": hits / len(items), "retrieved": retrieved / len(items), "n": len(items)}
 
 
-async def answer_all(pipeline: AskPipeline, items, mode: str, dump: list | None) -> dict:
+async def answer_all(
+    pipeline: AskPipeline, items, mode: str, dump: list | None, cache_salt: str | None = None
+) -> dict:
+    """`cache_salt`: a run's own, so that it finds no prompt another run left in the prefix cache."""
     rows = []
     for item in items:
         start = time.perf_counter()
-        events = [e async for e in pipeline.run(AskRequest(item.question, answer_mode=mode, max_tokens=96))]
+        request = AskRequest(item.question, answer_mode=mode, max_tokens=96, cache_salt=cache_salt)
+        events = [e async for e in pipeline.run(request)]
         done, sources = events[-1], events[0]["sources"]
         latency = (time.perf_counter() - start) * 1000
         claims = done["claims"] or []
@@ -153,6 +158,9 @@ async def answer_all(pipeline: AskPipeline, items, mode: str, dump: list | None)
                 "supported": sum(c["supported"] is True for c in claims),
                 "ms": latency,
                 "check_ms": done["timings"].get("claim_check_ms", 0.0),
+                "gen_ms": done["timings"].get("generation_ms", 0.0),
+                "escalations": [e["reason"] for e in done["escalations"]],
+                "model": done["model"],
             }
         )
         if dump is not None:
@@ -179,6 +187,10 @@ async def answer_all(pipeline: AskPipeline, items, mode: str, dump: list | None)
         "gold_in_sources": sum(r["in_sources"] for r in rows) / n,
         "latency_ms_p50": float(np.percentile([r["ms"] for r in rows], 50)),
         "claim_check_ms_mean": float(np.mean([r["check_ms"] for r in rows])),
+        "generation_ms_mean": float(np.mean([r["gen_ms"] for r in rows])),
+        # qa.cascade (benchmarks/cascade.py): how often each model's answer stood, and why others did not.
+        "answered_by": dict(Counter(r["model"] for r in rows)),
+        "escalation_reasons": dict(Counter(reason for r in rows for reason in r["escalations"])),
     }
 
 
@@ -321,6 +333,13 @@ def main() -> None:
     parser.add_argument("--dump-claims", help="Write generated sentences and their passages here (jsonl).")
     args = parser.parse_args()
     args.sweep = args.sweep or args.sweep_only
+    print_tables(run_on_database(run, args, RESULTS))
+    print(f"results: {RESULTS}")
+
+
+def run_on_database(run, args, path: Path) -> dict:
+    """`run(args, settings, sessions, built)` on the configured database, the collections whose ids
+    it put in `built` deleted afterwards; its results written to `path` and returned."""
     settings = get_settings()
     database = open_database(settings)
     upgrade_database(database.url)
@@ -332,10 +351,9 @@ def main() -> None:
         with sessions() as s:
             s.execute(delete(Collection).where(Collection.id.in_(built)))
             s.commit()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2))
-    print_tables(results)
-    print(f"results: {RESULTS}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
+    return results
 
 
 if __name__ == "__main__":

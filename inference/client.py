@@ -30,6 +30,9 @@ class Usage:
     def counts(self) -> tuple[int, int, int]:
         return self.prompt_tokens, self.completion_tokens, self.cached_tokens
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(self.counts(), other.counts(), strict=True)))
+
     def as_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,

@@ -5,6 +5,11 @@ transforms, evals, the CLI) asks an `LLMProvider` for a chat backend, which is, 
 - `engine.llm_base_url` set: that OpenAI-compatible server (vLLM, SGLang, `groundwork engine serve`);
 - `engine.backend = "vllm"`: the vLLM server `groundwork up` supervises (inference/vllm_server.py);
 - else our engine, in-process, loaded on first use.
+
+`qa.cascade` (agents/qa/README.md, "Cascade") is a policy over the provider's models: `cascade()`
+hands out one `Rung` per listed model, `llm_model` being the backend above, any other model our
+engine run in-process (one engine per model, started on first use and shut down with the rest) or
+the OpenAI-compatible server at its `url`.
 """
 
 from __future__ import annotations
@@ -12,21 +17,34 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from core.settings import Settings
+from core.settings.qa import CascadeModel
 from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
 from inference.protocol import EngineClient
 
 log = logging.getLogger(__name__)
 
 
-def start_local_engine(settings: Settings) -> EngineClient:
-    """Load and start the in-process engine on the configured generator (takes seconds)."""
+@dataclass(frozen=True)
+class Rung:
+    """One model of the answer cascade: the name answers report, its backend, its token ceiling."""
+
+    name: str
+    backend: ChatBackend
+    max_tokens: int | None = None
+
+
+def start_local_engine(settings: Settings, model: str | None = None) -> EngineClient:
+    """Load and start the in-process engine on `model` (default: the configured generator; takes
+    seconds)."""
     from core.registry import resolve_model
     from inference.async_engine import AsyncLLMEngine  # torch + model: only when needed
 
-    resolved = resolve_model(settings.llm_model, settings.hf_offline, settings.model_cache_dir)
-    engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=settings.llm_model)
+    model = model or settings.llm_model
+    resolved = resolve_model(model, settings.hf_offline, settings.model_cache_dir)
+    engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=model)
     engine.start()
     return engine
 
@@ -71,6 +89,9 @@ class LLMProvider:
         self._lock = threading.Lock()
         self._engine: EngineClient | None = None
         self._remote: ChatBackend | None = None
+        # Cascade models other than llm_model, by name: an engine each, or a server's client.
+        self._engines: dict[str, EngineClient] = {}
+        self._servers: dict[str, ChatBackend] = {}
 
     @property
     def in_process(self) -> bool:
@@ -127,12 +148,38 @@ class LLMProvider:
         engine = self.local_engine()
         return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)
 
+    def cascade(self, cache_salt: str | None = None) -> list[Rung]:
+        """The answer cascade (`qa.cascade`), smallest first; empty when none is configured."""
+        return [
+            Rung(m.model, self._cascade_backend(m, cache_salt), m.max_tokens)
+            for m in self.settings.qa.cascade
+        ]
+
+    def _cascade_backend(self, entry: CascadeModel, cache_salt: str | None) -> ChatBackend:
+        from inference.salting import SaltedChat, SaltedEngine
+
+        if entry.url is None and entry.model == self.settings.llm_model:
+            return self.backend(cache_salt)
+        with self._lock:
+            if entry.url is not None:
+                if entry.model not in self._servers:
+                    self._servers[entry.model] = RemoteChatBackend(entry.url, entry.model)
+                server = self._servers[entry.model]
+                return SaltedChat(server, cache_salt) if cache_salt else server
+            if entry.model not in self._engines:
+                self._engines[entry.model] = start_local_engine(self.settings, entry.model)
+            engine = self._engines[entry.model]
+        return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)
+
     def shutdown(self) -> None:
         with self._lock:
-            if self._engine is not None:
-                self._engine.shutdown()
-                self._engine = None
-            close = getattr(self._remote, "close", None)
-            if close is not None:
-                close()
-            self._remote = None
+            for engine in [self._engine, *self._engines.values()]:
+                if engine is not None:
+                    engine.shutdown()
+            for backend in [self._remote, *self._servers.values()]:
+                close = getattr(backend, "close", None)
+                if close is not None:
+                    close()
+            self._engine, self._remote = None, None
+            self._engines.clear()
+            self._servers.clear()

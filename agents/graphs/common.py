@@ -114,6 +114,8 @@ async def llm_turn(
             "ms": round(turn.ms, 1),
             "finish_reason": turn.finish_reason,
             "tool_calls": [c.as_dict() for c in turn.tool_calls],
+            "model": turn.model,
+            "escalations": turn.escalations,
         }
     )
     update["usage"] = {**turn.usage_dict(), "llm_calls": 1}

@@ -25,12 +25,13 @@ from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.mcp import McpPool, McpToolbox
 from agents.runs.checkpoints import open_checkpointer, prune_finished
+from agents.runs.escalation import NO_ANSWER, escalation_step, level, run_usage
 from agents.runs.store import ACTIVE, FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
 from core.models import AgentRun
 from core.settings import Settings
 from core.tracing import annotate, traced
-from inference.client import ChatBackend
+from inference.provider import Rung
 
 log = logging.getLogger("groundwork.agents")
 RETRIES = 3  # a segment that lost its database connection is resumed from its last checkpoint
@@ -43,17 +44,15 @@ class AgentRunner:
         sessions: sessionmaker[Session],
         settings: Settings,
         database_url: str,
-        backend: Callable[[], ChatBackend],
+        models: Callable[[], list[Rung]],
         mcp: McpPool | None = None,
         gate_for: Callable[[AgentRun], TokenGate | None] = lambda run: None,
+        escalated: Callable[[list[dict]], None] | None = None,
     ) -> None:
-        self.sessions, self.settings, self.database_url, self.backend = (
-            sessions,
-            settings,
-            database_url,
-            backend,
-        )
-        self.mcp = mcp
+        # models: the cascade (qa.cascade) or the one generator; the first also serves the tools.
+        self.sessions, self.settings, self.database_url = sessions, settings, database_url
+        self.models = models
+        self.mcp, self.escalated = mcp, escalated
         # Who pays for a run's LLM calls: the gate its segment was started with (the caller's key),
         # else `gate_for(run)` (a run resumed after a restart: its tenant).
         self.gate_for = gate_for
@@ -159,12 +158,16 @@ class AgentRunner:
     # --- one segment ---------------------------------------------------------------------------
 
     def _deps(self, run: AgentRun) -> AgentDeps:
-        backend = self.backend()
+        everyone = self.models()
+        rungs = everyone[min(level(run.trace), len(everyone) - 1) :]  # a try that gave no answer is left
+        backend = rungs[0].backend
         context = ToolContext(
             self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
         )
         gate = self.gates.get(run.id) or self.gate_for(run)
-        model = AgentChatModel(backend, cache_salt=str(run.tenant_id), gate=gate)
+        model = AgentChatModel(
+            backend, cache_salt=str(run.tenant_id), gate=gate, rungs=rungs, escalated=self.escalated
+        )
         return AgentDeps(
             model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
         )
@@ -188,7 +191,6 @@ class AgentRunner:
                 await self._record(run, session, dict(CANCELLED), None)
                 return
             self._note_unavailable(run, deps.mcp)
-            config = {"configurable": {"thread_id": str(run.id), "deps": deps}, "recursion_limit": 200}
             graph_input: Any = (
                 {"task": run.input, "usage": {}}
                 if fresh
@@ -196,31 +198,56 @@ class AgentRunner:
             )
             run.status, run.required_action = "running", {}
             session.commit()
-            started = time.monotonic()
-            interrupt: dict | None = None
-            try:
-                left = Budgets(**run.budgets).max_seconds - run.active_s
-                async with asyncio.timeout(max(left, 0.001)):
-                    interrupt = await self._stream(run, session, graph, graph_input, config)
-                values = (await graph.aget_state(config)).values
-            except TimeoutError:
-                values = (await graph.aget_state(config)).values
-                values = {**values, "finish_reason": "budget_exhausted", "detail": "wall-clock budget spent"}
-            except TokenLimitReached as exc:
-                values = (await graph.aget_state(config)).values
-                values = {**values, "finish_reason": "budget_exhausted", "detail": str(exc)}
-            except asyncio.CancelledError:
-                run.active_s += time.monotonic() - started
-                if not self._cancelled_by_caller(run_id):
-                    session.commit()
-                    raise  # shutting down: the run stays "running" for recover()
-                values = dict(CANCELLED)
-                started = time.monotonic()
-            except Exception as exc:
-                log.exception("agent run %s failed", run_id)
-                values = {"finish_reason": "error", "detail": f"{type(exc).__name__}: {exc}"}
-            run.active_s += time.monotonic() - started
+            values, interrupt, ended = await self._segment(run, session, graph, graph_input, deps)
+            models = [rung.name for rung in self.models()]
+            while ended and values.get("finish_reason") in NO_ANSWER and level(run.trace) + 1 < len(models):
+                # The graph ended without an answer: the next model runs the task again from the start.
+                step = escalation_step(models[level(run.trace)], values)
+                run.trace = [*run.trace, step]
+                self._publish(run.id, step)
+                if self.escalated is not None:
+                    self.escalated([{"from": step["from"], "reason": step["reason"]}])
+                session.commit()
+                await self._prune(run.id)
+                retry = self._deps(run)
+                retry.mcp = deps.mcp
+                values, interrupt, ended = await self._segment(
+                    run, session, graph, {"task": run.input, "usage": {}}, retry
+                )
             await self._record(run, session, values, interrupt)
+
+    async def _segment(
+        self, run: AgentRun, session: Session, graph, graph_input: Any, deps: AgentDeps
+    ) -> tuple[dict, dict | None, bool]:
+        """Run the graph until it ends or pauses, within the run's wall-clock budget: the state's
+        values, the interrupt it paused on, and whether the graph itself ended it (not the runner)."""
+        config = {"configurable": {"thread_id": str(run.id), "deps": deps}, "recursion_limit": 200}
+        started = time.monotonic()
+        interrupt: dict | None = None
+        ended = False
+        try:
+            left = Budgets(**run.budgets).max_seconds - run.active_s
+            async with asyncio.timeout(max(left, 0.001)):
+                interrupt = await self._stream(run, session, graph, graph_input, config)
+            values, ended = (await graph.aget_state(config)).values, True
+        except TimeoutError:
+            values = (await graph.aget_state(config)).values
+            values = {**values, "finish_reason": "budget_exhausted", "detail": "wall-clock budget spent"}
+        except TokenLimitReached as exc:
+            values = (await graph.aget_state(config)).values
+            values = {**values, "finish_reason": "budget_exhausted", "detail": str(exc)}
+        except asyncio.CancelledError:
+            run.active_s += time.monotonic() - started
+            if not self._cancelled_by_caller(run.id):
+                session.commit()
+                raise  # shutting down: the run stays "running" for recover()
+            values = dict(CANCELLED)
+            started = time.monotonic()
+        except Exception as exc:
+            log.exception("agent run %s failed", run.id)
+            values = {"finish_reason": "error", "detail": f"{type(exc).__name__}: {exc}"}
+        run.active_s += time.monotonic() - started
+        return values, interrupt, ended
 
     async def deps(self, run: AgentRun) -> AgentDeps:
         """What a segment of the run uses, with its MCP servers' tools listed now: also what a
@@ -274,7 +301,7 @@ class AgentRunner:
         return interrupt
 
     async def _record(self, run: AgentRun, session: Session, values: dict, interrupt: dict | None) -> None:
-        run.usage = values.get("usage") or run.usage
+        run.usage = run_usage(values.get("usage"), run.trace) if values.get("usage") else run.usage
         run.plan = values.get("plan") or run.plan
         if interrupt is not None and not values.get("finish_reason"):
             run.status, run.required_action = WAITING, interrupt

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agents.runs.escalation import answered_by
 from core.models import AgentRun
 
 ACTIVE = ("queued", "running")
@@ -68,6 +69,7 @@ def run_dict(run: AgentRun, trace: bool = True) -> dict:
         "finish_reason": run.finish_reason,
         "detail": run.detail,
         "active_s": round(run.active_s, 3),
+        **answered_by(run.trace),
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }

@@ -213,6 +213,8 @@ async def ask(caller: Caller, args: AskArgs) -> dict:
         "grounded",
         "finish_reason",
         "answer_mode_used",
+        "model",
+        "escalations",
     )
     return {k: done[-1].get(k) for k in (*keep, "usage")}
 

@@ -24,9 +24,10 @@ from api.admission import answer_slots
 from api.charging import AgentTokenGate
 from api.deps import CurrentTenant, Principal, StateDep
 from api.errors import ApiError
-from api.llm import chat_backend
+from api.llm import answer_models
 from api.lookups import get_collection
 from api.mcp.pool import mcp_pool
+from api.metrics import record_escalations
 from api.ratelimit import Meter, RateLimit, meter_of
 from api.schemas.agents import AgentRunList, AgentRunOut, AgentRunSummary
 from api.schemas.common import event_stream
@@ -106,11 +107,12 @@ def agent_runner(state: AppState) -> AgentRunner:
             state.sessions,
             state.settings,
             state.database.url,
-            lambda: chat_backend(state),
+            lambda: answer_models(state),
             mcp_pool(state),
             lambda run: agent_gate(
                 state, meter_of(state, Principal(run.tenant_id, None, frozenset())), run.tenant_id
             ),
+            lambda steps: record_escalations(state, "agent", steps),
         )
         state.extras["agent_runner"] = runner
     return runner
@@ -364,5 +366,7 @@ async def chat_events(
             },
             "finish_reason": "stop" if event["finish_reason"] == "answered" else "length",
             "agent_run_id": event["id"],
+            "model": event["model"],
+            "escalations": event["escalations"],
             "charged": True,  # each LLM call was, by the run
         }

@@ -20,7 +20,7 @@ from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.errors import ApiError
-from api.llm import chat_backend
+from api.llm import answer_models
 from api.lookups import get_collection
 from api.metrics import observed_route, record_ask
 from api.ratelimit import RateLimit
@@ -100,7 +100,8 @@ async def run_ask(
     except ValueError as exc:
         raise ApiError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
     check_retrieval_options(search.options, state.settings, "retrieval.options.")
-    backend = chat_backend(state, cache_salt=str(tenant))
+    rungs = answer_models(state, cache_salt=str(tenant))
+    backend = rungs[0].backend  # the first (smallest) model also rewrites and transforms queries
 
     async def retrieve(query: str):
         found = await retrieve_sources(
@@ -111,9 +112,8 @@ async def run_ask(
         session.commit()
         return found
 
-    pipeline = AskPipeline(
-        retrieve, backend, state.settings.qa, embedding_similarity(collections[0].embedding_model)
-    )
+    similarity = embedding_similarity(collections[0].embedding_model)
+    pipeline = AskPipeline(retrieve, backend, state.settings.qa, similarity, rungs=rungs)
     request = AskRequest(
         question=body.question,
         history=history_override or (history(session, conversation) if conversation else []),
@@ -136,7 +136,7 @@ async def run_ask(
         if event["type"] == "sources":
             query = event["query"]
         if event["type"] == "done":
-            record_ask(state, event["usage"], event["timings"])
+            record_ask(state, event["usage"], event["timings"], event["escalations"])
             if persist:
                 conv, message = record_turn(
                     session, tenant, conversation, [c.id for c in collections], body.question, event, query

@@ -242,12 +242,16 @@ async def chat_completions(
     )
 
 
-RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "claims")
+RAG_FIELDS = ("citations", "answer_mode_used", "quote_method", "fallback", "claims", "escalations")
 
 
 def _rag_fields(done: dict) -> dict:
-    """The grounded-answer extras of a rag/ model's final event (none for plain models)."""
-    return {key: done[key] for key in RAG_FIELDS if key in done}
+    """The grounded-answer extras of a rag/ or agent/ model's final event (none for plain models);
+    the event's `model` is `answered_by` (the response's `model` is the one requested)."""
+    fields = {key: done[key] for key in RAG_FIELDS if key in done}
+    if "escalations" in done:
+        fields["answered_by"] = done.get("model")
+    return fields
 
 
 async def _collect(first: dict, events: AsyncIterator[dict]) -> tuple[list[str], dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class AgentRunSummary(BaseModel):
@@ -31,6 +31,13 @@ class AgentRunSummary(BaseModel):
     finish_reason: str | None
     detail: str | None
     active_s: float
+    model: str | None = Field(default=None, description="The model of the run's last LLM turn.")
+    escalations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="qa.cascade: `{from, reason, node}` per turn a model got wrong (a missing or invalid "
+        "tool call) and the next model made instead; node null: a whole try that ended without an "
+        "answer (reason `no_answer:<finish_reason>`), run again by the next model.",
+    )
     created_at: str | None
     finished_at: str | None
 

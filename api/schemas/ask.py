@@ -31,7 +31,14 @@ class AskOut(BaseModel):
         "history turns left out of the prompt, each with its reason.",
     )
     model: str | None = Field(
-        default=None, description="The generator that produced the answer; null when no model ran."
+        default=None,
+        description="The generator that produced the answer (qa.cascade: the model whose answer stood); "
+        "null when no model ran.",
+    )
+    escalations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="qa.cascade: `{from, reason}` for each model whose answer was weak, in order; the "
+        "answer is `model`'s (reasons: truncated, refusal, unsupported_claims, low_quote_score).",
     )
     conversation_id: str | None = None
     message_id: str | None = None

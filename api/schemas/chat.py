@@ -11,13 +11,16 @@ from inference.server.schemas.chat import ChatCompletionChunk, ChatCompletionRes
 
 
 class RagFields(BaseModel):
-    """Only `rag/<collection>` models set these; left out of the body where they are not set."""
+    """Only `rag/<collection>` models set these (and `agent/<kind>` models the last two); left out
+    of the body where they are not set."""
 
     citations: list[dict[str, Any]] | None = None
     answer_mode_used: str | None = None
     quote_method: str | None = None
     fallback: str | None = None
     claims: list[dict[str, Any]] | None = None
+    answered_by: str | None = None  # the generator whose answer stood (qa.cascade: the last tried)
+    escalations: list[dict[str, Any]] | None = None  # qa.cascade: {from, reason} per weak answer
 
     # NOTE: no return annotation, so that the documented schema stays the model's own.
     @model_serializer(mode="wrap")

@@ -2,7 +2,30 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+
+class CascadeModel(BaseModel):
+    """One model of the answer cascade; a plain string is `{"model": string}`."""
+
+    model: str = Field(
+        description="A model spec (packaged name, local path, hub id) run by our engine, or with `url` "
+        "the name that server serves; answers report it as their `model`."
+    )
+    url: str | None = Field(
+        default=None, description="An OpenAI-compatible server for this model (vLLM, SGLang, engine serve)."
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Ceiling on this model's generated tokens per call (written answers and agent turns; "
+        "quotes always get enough for whole sentences): keeps the cheap tries cheap.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: object) -> object:
+        return {"model": value} if isinstance(value, str) else value
 
 
 class QASettings(BaseModel):
@@ -91,3 +114,33 @@ class QASettings(BaseModel):
         default=0.85,
         description="Claim check: this share of a sentence's content words in the evidence: supported.",
     )
+    cascade: list[CascadeModel] = Field(
+        default_factory=list,
+        description="Models that answer in turn, smallest first (agents/qa/README.md, 'Cascade'): the next "
+        "one answers when our checks find the answer weak. Empty: the one generator answers (llm_model).",
+    )
+    cascade_max_unsupported: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Cascade: the share of an answer's sentences the claim check may find unsupported; more "
+        "and the next model answers (0: any unsupported sentence escalates).",
+    )
+    cascade_min_quote_score: float = Field(
+        default=0.35,
+        description="Cascade: a quoted answer whose sentences score under this on average (their embedding "
+        "similarity to the question, as quote mode ranks them) escalates.",
+    )
+    cascade_strong_sources: float = Field(
+        default=0.5,
+        description="Cascade: a written answer that says the documents do not hold the answer escalates "
+        "when the best source's similarity is at least this (min_relevance already gates weak ones).",
+    )
+
+    @field_validator("cascade")
+    @classmethod
+    def _distinct(cls, models: list[CascadeModel]) -> list[CascadeModel]:
+        names = [m.model for m in models]
+        if len(set(names)) != len(names):
+            raise ValueError(f"qa.cascade names a model twice: {names} (answers report which one answered)")
+        return models

@@ -103,6 +103,9 @@ function modeLine(done) {
     `Answer mode: ${mode} (${how})`,
     done.quote_method ? ` · chosen by ${done.quote_method}` : "",
     done.model ? h("span", { class: "model-used" }, " · answered by ", h("code", {}, done.model)) : "",
+    done.escalations?.length
+      ? h("span", { class: "escalations" }, ` (after ${done.escalations.map((e) => `${e.from}: ${e.reason}`).join(", ")})`)
+      : "",
     done.fallback ? ` · fallback: ${done.fallback}` : "",
   );
 }
