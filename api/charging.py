@@ -92,10 +92,20 @@ async def charging(events: AsyncIterator[dict], reservation: Reservation) -> Asy
             elif event["type"] == "done":
                 await asyncio.to_thread(reservation.settle, {})
             yield event
-    finally:
+    except (GeneratorExit, asyncio.CancelledError):
+        # NOTE: no await here: a closing or cancelled generator cannot wait, so its few storage
+        # calls block the event loop; every other ending settles off it.
         if not reservation.settled:
-            # NOTE: no await here: a closing generator may not be able to wait; one storage call.
             reservation.settle_partial(streamed)
+        raise
+    except BaseException:
+        # A failed or refused generation (admission's 503 among them: one per request of a
+        # flooding tenant) gives its tokens back in a thread, not on the loop others wait on.
+        if not reservation.settled:
+            await asyncio.to_thread(reservation.settle_partial, streamed)
+        raise
+    if not reservation.settled:
+        await asyncio.to_thread(reservation.settle_partial, streamed)
 
 
 @dataclass(eq=False)

@@ -4,6 +4,8 @@ background ones included (the packaged SmolLM2 in our engine, real Redis counter
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import uuid
 
@@ -11,12 +13,12 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from api.charging import reserve
+from api.charging import Reservation, charging, reserve
 from api.deps import DEFAULT_TENANT_ID, Principal
 from api.errors import ApiError
 from api.llm import chat_backend, local_engine
 from api.main import build_state, create_app
-from api.ratelimit import RateLimiter, limit_storage
+from api.ratelimit import Meter, RateLimiter, limit_storage
 from core.database import session_scope
 from core.settings.limits import LimitSettings
 from core.tenancy import create_api_key, get_or_create_tenant
@@ -139,3 +141,37 @@ def test_a_streamed_chat_cut_off_by_its_client_is_charged_for_what_it_made(setti
     charged = full - _remaining(limiter, tenant)
     print(f"streamed chat cut after {chunks} chunks: {charged} tokens charged (reserved ~{400 + 15})")
     assert 3 <= charged < 100, charged
+
+
+def test_a_refused_generation_gives_its_tokens_back_off_the_event_loop(monkeypatch):
+    """Admission's 503 ends a stream before any token: its give-back (several storage round trips)
+    ran on the event loop, once per request of a flooding tenant, and every other tenant waited."""
+    settled: list[threading.Thread] = []
+
+    def settle(self, usage):
+        settled.append(threading.current_thread())
+        self.settled = True
+
+    monkeypatch.setattr(Reservation, "settle", settle)
+
+    async def refused():
+        raise ApiError(503, "overloaded", "too many answers at once")
+        yield  # pragma: no cover - an async generator that fails at its first step
+
+    async def first_event(events):
+        with pytest.raises(ApiError):
+            await anext(events)
+
+    asyncio.run(first_event(charging(refused(), Reservation(Meter(None, []), 100, 50))))
+    assert len(settled) == 1 and settled[0] is not threading.main_thread()
+
+    async def one_token():
+        yield {"type": "token", "text": "a"}
+        yield {"type": "token", "text": "b"}
+
+    async def client_gone(events):
+        await anext(events)
+        await events.aclose()  # a closing generator cannot wait: settled where it closes
+
+    asyncio.run(client_gone(charging(one_token(), Reservation(Meter(None, []), 100, 50))))
+    assert len(settled) == 2 and settled[1] is threading.main_thread()
