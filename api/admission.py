@@ -71,6 +71,12 @@ class AnswerSlots:
     def admit(self, tenant: str = "") -> _Ticket:
         """A ticket for one more answer of `tenant`; 503 when the limit is reached and the tenant
         holds its share."""
+        self.check(tenant)
+        return self._take(tenant)
+
+    def check(self, tenant: str = "") -> None:
+        """The 503 `admit` would answer now, before the request costs anything more (an entry point
+        calls it ahead of reserving tokens: a flooding tenant's refusals then touch no storage)."""
         if not self.has_room(tenant):
             self.refusals += 1
             raise ApiError(
@@ -80,7 +86,6 @@ class AnswerSlots:
                 "retry shortly",
                 headers={"Retry-After": str(self.retry_after())},
             )
-        return self._take(tenant)
 
     def _take(self, tenant: str) -> _Ticket:
         ticket = _Ticket(tenant, time.perf_counter(), alone=not self.running, refusals_seen=self.refusals)

@@ -20,7 +20,9 @@ from prometheus_client import (
     generate_latest,
 )
 
+from api.admission import AnswerSlots
 from api.deps import SessionDep, SettingsDep, get_admin, get_principal
+from api.errors import ApiError
 from api.metrics_collectors import EngineLoad, IngestionBacklog
 from api.routers.tenants import get_operator
 from api.slo import SloTracker, observed
@@ -102,6 +104,19 @@ def record_escalations(state: AppState, surface: str, escalations: list[dict]) -
     counter = platform_metrics(state).escalations
     for step in escalations:
         counter.labels(surface, step["from"], step["reason"]).inc()
+
+
+def admit_early(state: AppState, slots: AnswerSlots | None, route: str, tenant: uuid.UUID) -> None:
+    """Answer admission's 503 before the request reserves anything (`AnswerSlots.check`: a flooding
+    tenant's refusals then touch no storage); it still counts against the route's SLOs, as a refusal
+    inside the stream does."""
+    if slots is None:
+        return
+    try:
+        slots.check(str(tenant))
+    except ApiError:
+        platform_metrics(state).slo.record(route, None, None, 0.0, failed=True)
+        raise
 
 
 def record_ask(state: AppState, usage: dict, timings: dict, escalations: list[dict]) -> None:

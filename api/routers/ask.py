@@ -22,7 +22,7 @@ from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import answer_models
 from api.lookups import get_collection
-from api.metrics import observed_route, record_ask
+from api.metrics import admit_early, observed_route, record_ask
 from api.ratelimit import RateLimit
 from api.schemas.ask import AskOut
 from api.schemas.common import event_stream
@@ -169,6 +169,8 @@ async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: Sta
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     qa = state.settings.qa
+    slots = answer_slots(state)
+    admit_early(state, slots, "ask", tenant)
     held = await asyncio.to_thread(
         reserve,
         meter,
@@ -177,7 +179,7 @@ async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: Sta
     )
     session = state.sessions()
     scope_to_tenant(session, tenant)
-    events = charging(admitted(run_ask(state, session, tenant, body), answer_slots(state), str(tenant)), held)
+    events = charging(admitted(run_ask(state, session, tenant, body), slots, str(tenant)), held)
     events = observed_route(events, state, "ask", tenant)
     try:
         first = await anext(events)  # errors (unknown collection, bad overrides) surface as 4xx here

@@ -27,7 +27,7 @@ from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import chat_backend, local_engine
-from api.metrics import observed_route
+from api.metrics import admit_early, observed_route
 from api.ratelimit import Meter, RateLimit
 from api.routers import agents
 from api.routers.ask import AskBody, Generation, run_ask
@@ -210,10 +210,11 @@ async def chat_completions(
 ):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
     # NOTE: an agent model's LLM calls take slots one by one (api/charging.py): holding one for the
     # whole run as well would leave its calls waiting on it.
     slots = None if body.model.startswith(AGENT_PREFIX) else answer_slots(state)
+    admit_early(state, slots, "chat", tenant)
+    held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
     events = charging(admitted(_events(state, tenant, body, meter), slots, str(tenant)), held)
     events = observed_route(events, state, "chat", tenant)
     first = await anext(events)  # 4xx errors surface before any byte is sent

@@ -126,9 +126,31 @@ def test_quote_mode_streams_verbatim_sentences_of_the_sources(client, qa_collect
     assert {c["verdict"] for c in chat["claims"]} <= {"supported", "unsupported", "unknown"}
 
 
-def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa_collection):
+def _slo_failures(http: httpx.Client) -> float:
+    """Requests of ask and chat that missed their SLOs, from /metrics."""
+    total = 0.0
+    for line in http.get("/metrics").text.splitlines():
+        for name, sign in (("groundwork:slo_requests_total", 1), ("groundwork:slo_good_requests_total", -1)):
+            if line.startswith(name + "{") and re.search(r'route="(ask|chat)"', line):
+                total += sign * float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa_collection, monkeypatch):
     """qa.max_concurrent_answers: one answer streaming holds the only slot; ask and chat get 503 +
-    Retry-After without waiting; once it ends, answers are admitted again."""
+    Retry-After without waiting, before reserving any tokens, and count against their SLOs; once it
+    ends, answers are admitted again."""
+    import api.routers.ask as ask_route
+    import api.routers.chat as chat_route
+
+    reserved: list[str] = []
+    for module in (ask_route, chat_route):
+
+        def counted(*args, _real=module.reserve, _name=module.__name__):
+            reserved.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(module, "reserve", counted)
     state = client.app.state.groundwork
     saved = state.settings
     capped = saved.qa.model_copy(update={"max_concurrent_answers": 1})
@@ -142,6 +164,8 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
                 lines = first.iter_lines()
                 assert next(line for line in lines if line.startswith("data: "))  # sources: slot held
                 start = time.monotonic()
+                reserved.clear()
+                failed_before = _slo_failures(http)
                 busy = http.post("/v1/ask", json=ask)
                 chat = {"model": "rag/qa-docs", "messages": [{"role": "user", "content": QUESTION}]}
                 busy_chat = http.post("/v1/chat/completions", json=chat)
@@ -149,6 +173,8 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
                 for refused in (busy, busy_chat):
                     assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
                     assert refused.json()["error"]["code"] == "answers_busy"
+                assert reserved == []  # a refusal touched no token counters
+                assert _slo_failures(http) == failed_before + 2
                 assert any('"type": "done"' in line for line in lines)  # the first answer completes
             assert http.post("/v1/ask", json=ask).status_code == 200
     finally:
