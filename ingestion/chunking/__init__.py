@@ -85,16 +85,17 @@ def chunk_document(
             spans = semantic_spans(index, size, embedder, config.semantic_percentile)
         for i, j in spans:
             start, end = index.char_span(i, j)
+            text = doc.text[start:end]
             drafts.append(
                 ChunkDraft(
-                    text=doc.text[start:end],
+                    text=text,
                     char_start=start,
                     char_end=end,
                     token_count=index.tokens(i, j),
                     page=segment.page,
                     heading_path=list(segment.heading_path),
                     metadata=dict(segment.metadata),
-                    embed_text=prefix + doc.text[start:end],
+                    embed_text=prefix + text,  # the same string when there is no prefix
                 )
             )
     return drafts
