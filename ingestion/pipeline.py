@@ -127,9 +127,9 @@ def embed_with_reuse(
     """Vectors for `texts`, re-using any the collection already stores for an identical text.
 
     Returns the vectors and, per text, whether it was sent to the model (only the first of equal
-    texts is). The model runs over `group` texts at a time, `between()` before each group (it
-    raises to stop: the documents were cancelled or deleted); `progress(sent, planned)` is told the
-    texts to send before the first group and after each one. NOTE: reuse is sound because a
+    texts is). The model runs over `group` texts at a time, `between()` before each of its batches
+    (it raises to stop: the documents were cancelled or deleted); `progress(sent, planned)` is told
+    the texts to send before the first group and after each one. NOTE: reuse is sound because a
     collection has exactly one model.
     """
     hashes = [text_hash(t) for t in texts]
@@ -148,9 +148,9 @@ def embed_with_reuse(
     if missing:
         progress(0, len(missing))
     for at in range(0, len(missing), step):
-        between()
         part = missing[at : at + step]
-        known.update(zip((hashes[i] for i in part), embedder.encode([texts[i] for i in part]), strict=True))
+        vectors = embedder.encode([texts[i] for i in part], between=between)
+        known.update(zip((hashes[i] for i in part), vectors, strict=True))
         progress(at + len(part), len(missing))
     vectors = np.stack([known[h] for h in hashes]) if hashes else np.zeros((0, embedder.dim), np.float32)
     return vectors, fresh
@@ -167,9 +167,21 @@ def _advance(ctx: PipelineContext, claims: list[state.Claim], status: DocumentSt
     return [c for c in claims if c.document_id in ours]
 
 
+def _still_wanted(ctx: PipelineContext, claims: list[state.Claim]) -> Callable[[], None]:
+    """A check that raises Superseded once none of `claims` is ours (cancelled, deleted, re-uploaded)."""
+
+    def check() -> None:
+        with session_scope(ctx.sessions) as session:
+            if not state.still_claimed(session, claims):
+                raise state.Superseded("the documents were cancelled, deleted or re-uploaded")
+
+    return check
+
+
 @traced("ingest.parse")
 def _parse(ctx: PipelineContext, claim: state.Claim) -> Prepared:
     annotate({"groundwork.document_id": str(claim.document_id), "groundwork.job_id": str(claim.job_id)})
+    _still_wanted(ctx, [claim])()  # a cancel during a sibling's long parse skips this one
     t0 = time.perf_counter()
     try:
         data = ctx.blobs.get(claim.blob_key) if claim.blob_key else None
@@ -212,7 +224,10 @@ def _chunk(ctx: PipelineContext, item: Prepared) -> None:
             "model_mismatch",
         )
     title = item.parsed.title or claim.filename
-    item.drafts = chunk_document(item.parsed, ChunkingConfig(**claim.chunking), embedder, title)
+    wanted = _still_wanted(ctx, [claim])
+    wanted()
+    config = ChunkingConfig(**claim.chunking)
+    item.drafts = chunk_document(item.parsed, config, embedder, title, between=wanted)
     annotate({"groundwork.document_id": str(claim.document_id), "groundwork.chunks": len(item.drafts)})
     if not item.drafts:
         raise PermanentError("no text to index", "no_text")
@@ -343,12 +358,6 @@ def _embed_and_store(ctx: PipelineContext, items: list[Prepared], outcomes: dict
     first = items[0].claim
     texts = [d.embed_text for item in items for d in item.drafts]
     claims = [i.claim for i in items]
-
-    def still_wanted() -> None:
-        with session_scope(ctx.sessions) as session:
-            if not state.still_claimed(session, claims):
-                raise state.Superseded("every document of the group was cancelled, deleted or re-uploaded")
-
     live = EmbedProgress(ctx.sessions, first.job_id)
     try:
         try:
@@ -358,7 +367,7 @@ def _embed_and_store(ctx: PipelineContext, items: list[Prepared], outcomes: dict
                 texts,
                 ctx.embedder_for(first.embedding_model),
                 ctx.settings.ingestion.embed_group,
-                still_wanted,
+                _still_wanted(ctx, claims),
                 live.report,
             )
         except state.Superseded:

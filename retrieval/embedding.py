@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from functools import cached_property
 
 import numpy as np
@@ -76,14 +77,21 @@ class Embedder:
                 current.append(i)
         return batches
 
-    def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
-        """float32 [len(texts), dim], each row L2-normalised, in the order of `texts`."""
+    def encode(
+        self, texts: list[str], batch_size: int | None = None, between: Callable[[], None] | None = None
+    ) -> np.ndarray:
+        """float32 [len(texts), dim], each row L2-normalised, in the order of `texts`.
+
+        `between()` runs before each model batch and may raise to stop (a cancelled ingestion: a
+        batch is the longest stretch of CPU that cannot be interrupted)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         batch_size = batch_size or self.batch_size
         with self._lock:
             for batch in self.length_batches(list(texts), batch_size):
+                if between is not None:
+                    between()
                 out[batch] = self.model.encode(
                     [texts[i] for i in batch],
                     batch_size=len(batch),

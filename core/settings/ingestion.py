@@ -92,6 +92,6 @@ class IngestionSettings(BaseModel):
     embed_group: int = Field(
         default=128,
         ge=1,
-        description="Texts embedded between two checks that the documents are still wanted: a cancel "
-        "or delete stops the embedding within one group.",
+        description="Texts embedded between two updates of the job's embedding progress (a cancel or "
+        "delete is checked before every model batch, a few seconds of CPU at most).",
     )

@@ -5,6 +5,7 @@ and `text == parsed.text[char_start:char_end]` always holds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -57,10 +58,15 @@ class ChunkDraft:
 
 
 def chunk_document(
-    doc: ParsedDocument, config: ChunkingConfig, embedder, title: str | None = None
+    doc: ParsedDocument,
+    config: ChunkingConfig,
+    embedder,
+    title: str | None = None,
+    between: Callable[[], None] | None = None,
 ) -> list[ChunkDraft]:
     """Chunks of every segment in order. `embedder` gives the tokenizer and the model's input limit;
-    `title` (default: the parsed title) prefixes the embedded text under `config.title_prefix`.
+    `title` (default: the parsed title) prefixes the embedded text under `config.title_prefix`;
+    `between()` runs before each batch of sentences the semantic strategy embeds (it may raise to stop).
 
     NOTE: the budget is capped at what the model reads (`embedder.max_tokens`), less the title's
     tokens when it is prefixed: a longer chunk would be stored whole but embedded truncated.
@@ -82,19 +88,20 @@ def chunk_document(
         elif config.strategy == "recursive":
             spans = recursive_spans(index, size)
         else:
-            spans = semantic_spans(index, size, embedder, config.semantic_percentile)
+            spans = semantic_spans(index, size, embedder, config.semantic_percentile, between)
         for i, j in spans:
             start, end = index.char_span(i, j)
+            text = doc.text[start:end]
             drafts.append(
                 ChunkDraft(
-                    text=doc.text[start:end],
+                    text=text,
                     char_start=start,
                     char_end=end,
                     token_count=index.tokens(i, j),
                     page=segment.page,
                     heading_path=list(segment.heading_path),
                     metadata=dict(segment.metadata),
-                    embed_text=prefix + doc.text[start:end],
+                    embed_text=prefix + text,  # the same string when there is no prefix
                 )
             )
     return drafts

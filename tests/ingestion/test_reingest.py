@@ -32,9 +32,9 @@ class CountingEmbedder:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def encode(self, texts, batch_size=None):
+    def encode(self, texts, batch_size=None, between=None):
         self.encoded.extend(texts)
-        return self.inner.encode(texts, batch_size)
+        return self.inner.encode(texts, batch_size, between)
 
 
 def _ingest(ctx, session_factory, collection_id, text: str) -> uuid.UUID:
