@@ -23,7 +23,7 @@ from agents.chat_model import AgentChatModel, ModelTurn, ToolCall, validate_call
 from agents.mcp.pool import McpUnavailable
 from agents.mcp.toolbox import UNTRUSTED, McpToolbox
 from agents.qa.attribution import content_words
-from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
+from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool, not_an_answer
 from agents.tools.knowledge import close_quote
 from core.tracing import annotate, traced
 
@@ -101,11 +101,17 @@ def emit(*events: dict) -> dict:
 
 @traced("agent.step")
 async def llm_turn(
-    deps: AgentDeps, node: str, messages: list[dict], tools: list[dict], choice: str = "required"
+    deps: AgentDeps,
+    node: str,
+    messages: list[dict],
+    tools: list[dict],
+    choice: str = "required",
+    parallel: bool = False,
 ) -> tuple[ModelTurn, dict]:
-    """One model call and the state update recording it (trace step and usage)."""
+    """One model call and the state update recording it (trace step and usage); `parallel`: the
+    turn may hold several calls."""
     annotate({"groundwork.agent.node": node})
-    turn = await deps.model.call(messages, tools, choice)
+    turn = await deps.model.call(messages, tools, choice, parallel=parallel)
     update = emit(
         {
             "type": "llm",
@@ -254,7 +260,9 @@ def finish(state: RunState, call: ToolCall) -> dict:
 
 
 def final_call(turn: ModelTurn) -> ToolCall | None:
-    return next((c for c in turn.tool_calls if c.name == FINAL_ANSWER and c.error is None), None)
+    """The turn's final_answer call, unless it is invalid or no real answer (`not_an_answer`)."""
+    calls = [c for c in turn.tool_calls if c.name == FINAL_ANSWER and c.error is None]
+    return next((c for c in calls if not not_an_answer(c.arguments)), None)
 
 
 def _clip(text: str) -> str:

@@ -15,19 +15,24 @@ ANSWER = {"answer": "Ada Lane wrote the Foo report [1].", "sources": [1]}
 
 
 def call(name: str, arguments: dict) -> dict:
-    body = json.dumps({"name": name, "arguments": arguments})
-    return {"role": "assistant", "content": f"{TOOL_CALL_START}\n{body}\n{TOOL_CALL_END}"}
+    return calls((name, arguments))
 
 
-REACT = [
-    {"role": "user", "content": QUESTION},
-    call("search", {"query": QUESTION}),
-    {"role": "user", "content": f"Observation: {OBSERVATION}\nIf this answers the task, call final_answer."},
-    call(FINAL_ANSWER, ANSWER),
-]
+def calls(*named: tuple[str, dict]) -> dict:
+    """One assistant turn holding these (name, arguments) calls, one `<tool_call>` block each."""
+    bodies = [json.dumps({"name": name, "arguments": arguments}) for name, arguments in named]
+    blocks = [f"{TOOL_CALL_START}\n{body}\n{TOOL_CALL_END}" for body in bodies]
+    return {"role": "assistant", "content": "\n".join(blocks)}
 
-# ReWOO shows two tasks: one fact, one search; two things, one search each. With the first alone the
-# planners searched the whole task once, and the two-thing tasks found half of what they asked for.
+
+def observed(observations: list[str]) -> dict:
+    """The user turn feeding a ReAct turn's observations back, one line each, in call order."""
+    seen = "\n".join(f"Observation: {o}" for o in observations)
+    return {"role": "user", "content": f"{seen}\nIf this answers the task, call final_answer."}
+
+
+# Two things, one search each (ReAct: two calls in one turn; ReWOO: a two-step plan). Shown only
+# one-fact tasks, the ReWOO planners searched the whole task once and found half of what was asked.
 PAIR = "When did the Bar festival start, and where does the Baz river flow?"
 PAIR_EVIDENCE = [
     (
@@ -47,6 +52,19 @@ PAIR_ANSWER = {
     "answer": "The Bar festival started in 1988 [1]; the Baz river flows into Lake Qux [4].",
     "sources": [1, 4],
 }
+
+# ReAct shows one fact found with one call, then two things found with two calls in one turn: the
+# small models copy the layout they are shown, and a layout of one call a turn gives one call a turn.
+REACT = [
+    {"role": "user", "content": QUESTION},
+    call("search", {"query": QUESTION}),
+    observed([OBSERVATION]),
+    call(FINAL_ANSWER, ANSWER),
+    {"role": "user", "content": PAIR},
+    calls(*(("search", {"query": query}) for _, query, _ in PAIR_EVIDENCE)),
+    observed([seen for _, _, seen in PAIR_EVIDENCE]),
+    call(FINAL_ANSWER, PAIR_ANSWER),
+]
 
 REWOO_INPUTS = ["Foo report author", *(query for _, query, _ in PAIR_EVIDENCE)]
 REWOO_PLANNER = [

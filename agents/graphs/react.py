@@ -1,4 +1,5 @@
-"""ReAct: the model picks a tool (or final_answer), the tool runs, the model sees the observation.
+"""ReAct: the model picks tools (or final_answer), they run, the model sees their observations.
+A turn may hold several calls (the grammar allows parallel calls); all of them run.
 
 START -> agent --(final_answer / budget / loop)--> END
            ^  \\--(tool call)--> tools --/
@@ -6,6 +7,7 @@ START -> agent --(final_answer / budget / loop)--> END
 
 from __future__ import annotations
 
+import json
 import operator
 from typing import Annotated
 
@@ -28,10 +30,12 @@ from agents.graphs.common import (
     run_calls,
     stop,
 )
+from agents.tools import FINAL_ANSWER, not_an_answer
 from agents.tools.knowledge import UNTRUSTED_NOTE
 
 SYSTEM = (
-    "You complete the user's task with tools. Call search to find facts in the documents. "
+    "You complete the user's task with tools. Call search to find facts in the documents; when "
+    "the task asks for several things, call a tool for each of them in the same turn. "
     "When an observation answers the task, call final_answer with a short answer and the numbers "
     f"of the sources it comes from. {UNTRUSTED_NOTE}"
 )
@@ -52,32 +56,47 @@ async def agent(state: ReactState, config: RunnableConfig) -> dict:
         {"role": "user", "content": state["task"]},
         *state.get("messages", []),
     ]
-    turn, update = await llm_turn(deps, "agent", messages, deps.offered())
-    if final := final_call(turn):
+    turn, update = await llm_turn(deps, "agent", messages, deps.offered(), parallel=True)
+    for c in turn.tool_calls:
+        if c.name == FINAL_ANSWER and c.error is None and (why := not_an_answer(c.arguments)):
+            c.error = why  # a tool's error is an observation, never the answer: the model is told so
+    # NOTE: a final_answer beside other calls was written before their observations: it is dropped.
+    calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER or c.error]
+    if not calls and (final := final_call(turn)):
         return merge_updates(update, finish({**state, **update}, final))
-    if not turn.tool_calls:
+    if not calls:
         note = "Error: no tool call; call one of the tools or final_answer."
         return {**update, "messages": [{"role": "user", "content": note}], "pending": []}
-    call = turn.tool_calls[0]
-    if repeats(state, call) >= deps.budgets.max_repeats:
-        # Loop guard: the same call would bring the same observation; the model must answer now.
+    fresh = [c for c in _distinct(calls) if repeats(state, c) < deps.budgets.max_repeats]
+    if not fresh:
+        # Loop guard: the same calls would bring the same observations; the model must answer now.
+        call = calls[0]
         guard = emit({"type": "loop_guard", "name": call.name, "arguments": call.arguments})
         forced, answered = await forced_answer({**state, **update}, deps, messages)
         merged = merge_updates(update, guard, forced)
         if answered:
             return merged
         return merge_updates(merged, stop("budget_exhausted", f"loop: {call.name} repeated, no answer given"))
-    said = {"role": "assistant", "content": call.as_text()}
-    return {**update, "messages": [said], "pending": [call.as_dict()]}
+    fresh = fresh[: deps.budgets.max_steps - state.get("usage", {}).get("tool_calls", 0)]
+    said = {"role": "assistant", "content": "\n".join(c.as_text() for c in fresh)}
+    return {**update, "messages": [said], "pending": [c.as_dict() for c in fresh]}
+
+
+def _distinct(calls: list[ToolCall]) -> list[ToolCall]:
+    """The turn's calls without repeats of one another (same tool and arguments)."""
+    seen: dict[str, ToolCall] = {}
+    for c in calls:
+        seen.setdefault(f"{c.name} {json.dumps(c.arguments, sort_keys=True)}", c)
+    return list(seen.values())
 
 
 async def tools(state: ReactState, config: RunnableConfig) -> dict:
+    """Runs every call of the turn (client calls pause the run together) and feeds all their
+    observations back as one turn."""
     deps = deps_of(config)
     calls = [ToolCall(**c) for c in state.get("pending", [])]
     observations, update = await run_calls(state, deps, calls)
-    hint = "\nIf this answers the task, call final_answer."
-    notes = [{"role": "user", "content": f"Observation: {o}{hint}"} for o in observations]
-    return {**update, "messages": notes, "pending": []}
+    return {**update, "messages": [examples.observed(observations)], "pending": []}
 
 
 def _after_agent(state: ReactState) -> str:

@@ -56,6 +56,17 @@ def check_client_tools(tools: Any) -> list[dict]:
     return list(tools)
 
 
+def not_an_answer(arguments: dict) -> str | None:
+    """Why a final_answer call's arguments answer nothing: the answer is empty, or it repeats a
+    tool's `Error:` observation (SmolLM2 copies the last observation it saw)."""
+    answer = str(arguments.get("answer", "")).strip()
+    if not answer:
+        return "the answer is empty"
+    if answer.startswith("Error:"):
+        return "the answer is a tool's error message, not an answer to the task"
+    return None
+
+
 __all__ = [
     "ANSWER_MAX_CHARS",
     "BUILTIN",
@@ -66,4 +77,5 @@ __all__ = [
     "ToolResult",
     "check_client_tools",
     "final_answer_tool",
+    "not_an_answer",
 ]

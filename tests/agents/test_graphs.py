@@ -34,17 +34,24 @@ WEATHER = {
 
 
 class ScriptedModel:
-    """Returns the scripted calls in order and records what it was offered."""
+    """Returns the scripted turns in order (a (name, arguments) call, or a list of them for a turn
+    of several calls) and records what it was offered."""
 
-    def __init__(self, *calls: tuple[str, dict]) -> None:
-        self.calls = list(calls)
+    def __init__(self, *turns: tuple[str, dict] | list[tuple[str, dict]]) -> None:
+        self.turns = list(turns)
         self.seen: list[tuple[list[dict], list[str], str]] = []
+        self.parallel: list[bool] = []
 
-    async def call(self, messages, tools, choice="required", max_tokens=None) -> ModelTurn:
+    async def call(self, messages, tools, choice="required", max_tokens=None, parallel=False) -> ModelTurn:
         self.seen.append((messages, [t["function"]["name"] for t in tools], choice))
-        name, arguments = self.calls.pop(0)
-        call = validate_call(ToolCall(name, arguments), tools)
-        return ModelTurn([call], "", Usage(100, 20), "tool_calls", 1.0)
+        self.parallel.append(parallel)
+        turn = self.turns.pop(0)
+        calls = [validate_call(ToolCall(name, arguments), tools) for name, arguments in _listed(turn)]
+        return ModelTurn(calls, "", Usage(100, 20), "tool_calls", 1.0)
+
+
+def _listed(turn: tuple[str, dict] | list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    return turn if isinstance(turn, list) else [turn]
 
 
 def deps(model, tools=("calculator",), client=(), **budgets) -> AgentDeps:
@@ -80,6 +87,56 @@ def test_failing_tool_and_invalid_arguments_become_observations():
     results = [s["output"] for s in out["steps"] if s["type"] == "tool_result"]
     assert results[0].startswith("Error: calculator failed") and "invalid arguments" in results[1]
     assert out["finish_reason"] == "answered"
+
+
+def test_react_runs_every_call_of_a_turn_and_feeds_all_observations_back():
+    model = ScriptedModel(
+        [("calculator", {"expression": "6 * 7"}), ("calculator", {"expression": "2 + 2"})],
+        ("final_answer", {"answer": "42 and 4", "sources": []}),
+    )
+    _, _, out = run("react", deps(model))
+    assert out["finish_reason"] == "answered" and model.parallel[0] is True
+    assert [s["output"] for s in out["steps"] if s["type"] == "tool_result"] == ["6 * 7 = 42", "2 + 2 = 4"]
+    said, seen = out["messages"][-2:]
+    assert said["content"].count("<tool_call>") == 2
+    assert seen["content"].startswith("Observation: 6 * 7 = 42\nObservation: 2 + 2 = 4\n")
+    assert out["usage"]["tool_calls"] == 2 and out["usage"]["llm_calls"] == 2
+
+
+def test_react_turn_of_two_client_calls_pauses_once_for_both():
+    cities = [("weather", {"city": "Oslo"}), ("weather", {"city": "Lima"})]
+    model = ScriptedModel(cities, ("final_answer", {"answer": "snow; sun", "sources": []}))
+    d, saver = deps(model, client=[WEATHER]), InMemorySaver()
+    _, _, out = run("react", d, saver=saver)
+    [pending] = out["__interrupt__"]
+    calls = pending.value["tool_calls"]
+    assert [c["arguments"]["city"] for c in calls] == ["Oslo", "Lima"]
+    _, _, out = run("react", d, resume={calls[0]["id"]: "snowing", calls[1]["id"]: "sunny"}, saver=saver)
+    assert out["answer"] == "snow; sun"
+    assert "Observation: snowing\nObservation: sunny" in out["messages"][-1]["content"]
+
+
+def test_a_final_answer_beside_other_calls_waits_for_their_observations():
+    model = ScriptedModel(
+        [("calculator", {"expression": "6 * 7"}), ("final_answer", {"answer": "41", "sources": []})],
+        ("final_answer", {"answer": "42", "sources": []}),
+    )
+    _, _, out = run("react", deps(model))
+    assert out["answer"] == "42" and out["usage"]["tool_calls"] == 1
+
+
+def test_a_tool_error_is_never_the_answer():
+    failing = ("calculator", {"expression": "import os"})
+    copied = ("final_answer", {"answer": "Error: calculator failed: ValueError", "sources": []})
+    model = ScriptedModel(failing, copied, ("final_answer", {"answer": "cannot compute it", "sources": []}))
+    _, _, out = run("react", deps(model))
+    assert out["finish_reason"] == "answered" and out["answer"] == "cannot compute it"
+    refused = [s["output"] for s in out["steps"] if s["type"] == "tool_result"][-1]
+    assert "error message, not an answer" in refused  # the model was told, as an observation
+    # where no turn follows (the ReWOO solver), the run ends without an answer
+    plan = ("plan", {"steps": [{"tool": "calculator", "input": "import os"}]})
+    _, _, out = run("rewoo", deps(ScriptedModel(plan, copied)))
+    assert out["finish_reason"] == "error" and out.get("answer") is None
 
 
 def test_loop_guard_stops_repeated_calls():

@@ -113,6 +113,9 @@ def test_a_tool_error_is_not_shown_as_an_answer_and_a_long_answer_keeps_the_page
     expect(page.get_by_role("heading", name="No answer")).to_be_visible()
     expect(page.locator("#run-summary")).to_contain_text("tool error")
     expect(page.locator("#run-answer")).to_contain_text("Error: read_chunk failed")
+    # a run that stopped without an answer says so, with its finish reason
+    page.goto(f"{ui_url}/ui/#/agent/{seeded_runs['agent_failed']}")
+    expect(page.locator("#run-no-answer")).to_contain_text("ended without an answer (error)")
     page.goto(f"{ui_url}/ui/#/agents")
     expect(page.locator(f"#agent-runs tr[data-id='{seeded_runs['agent_tool_error']}']")).to_contain_text(
         "tool error"

@@ -10,8 +10,19 @@ import { citationList, linked } from "./answer.js";
 const OBSERVATION_CHARS = 400;
 const json = (value) => JSON.stringify(value ?? {}, null, 0);
 
+/** A finished run that wrote no answer says so, with what stopped it: nothing stands in for one. */
+function noAnswerCard(run) {
+  if (!run.finished_at) return null;
+  return h(
+    "section",
+    { class: "card", "aria-label": "Answer", id: "run-no-answer" },
+    h("h2", {}, "No answer"),
+    h("p", {}, `The run ended without an answer (${run.finish_reason ?? "unknown"})${run.detail ? `: ${run.detail}` : "."}`),
+  );
+}
+
 function answerCard(run) {
-  if (!run.answer) return null;
+  if (!run.answer) return noAnswerCard(run);
   const citations = run.citations ?? [];
   if (toolErrorAnswer(run)) {
     return h(
