@@ -35,11 +35,14 @@ export function itemsSection(run, main) {
   const filter = h("select", { id: "items-filter", onchange: () => draw() }, FILTERS.map(([v, t]) => h("option", { value: v }, t)));
   const find = h("input", { id: "items-find", type: "search", placeholder: "query text", oninput: () => draw() });
   let rows = [];
+  let latest = 0; // only the newest load draws: a slower earlier one must not overwrite its pick
 
   async function load() {
+    const mark = ++latest;
     try {
       const get = (v) => api(`/v1/evals/${run.id}/items?variant=${encodeURIComponent(v)}&limit=1000`);
       const [mine, base] = await Promise.all([get(variant.value), get(baseline.value)]);
+      if (mark !== latest) return;
       const byKey = new Map(base.map((i) => [i.item_key, i]));
       rows = mine.map((i) => {
         const a = i.metrics?.[main];
@@ -48,7 +51,7 @@ export function itemsSection(run, main) {
       });
       draw();
     } catch (err) {
-      clear(out, notice("error", errorText(err)));
+      if (mark === latest) clear(out, notice("error", errorText(err)));
     }
   }
 
