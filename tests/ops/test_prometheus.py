@@ -143,7 +143,9 @@ def test_queue_and_goodput_alerts_fire_under_overload_then_resolve(platform, pro
     assert _chat(platform, broker_settings.llm_model, 2) == 200  # loads the engine before the overload
     firing: dict[str, str] = {}
     with ThreadPoolExecutor(10) as pool:
-        statuses = pool.map(lambda _: _chat(platform, broker_settings.llm_model), range(10))
+        # NOTE: 64 tokens each: the queue must outlast a few 2 s scrapes and the 1 s `for:` even on a
+        # quiet machine (at 16 tokens a fast engine drained it before either alert could fire).
+        statuses = pool.map(lambda _: _chat(platform, broker_settings.llm_model, 64), range(10))
 
         def fired() -> bool:
             firing.update({k: v for k, v in _alerts(prometheus).items() if v == "firing"})
