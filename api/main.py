@@ -17,7 +17,7 @@ from api.body_guard import BodyGuard
 from api.errors import classify, error_response, install_error_handlers
 from api.mcp import http as mcp_http
 from api.metrics import platform_metrics
-from api.observability import install_observability
+from api.observability import count_round_trips, install_observability
 from api.routers import (
     agent_tools,
     agents,
@@ -79,6 +79,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         state = state or build_state(settings)
         app.state.groundwork = state
         configure_tracing(settings.tracing, "groundwork-api")
+        count_round_trips(state.engine, platform_metrics(state).sql_round_trips)
         state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         recovery = asyncio.create_task(agents.recover_runs(state))  # runs a killed process left running

@@ -79,6 +79,13 @@ class PlatformMetrics:
             ["surface", "model", "reason"],
             registry=self.registry,
         )
+        self.sql_round_trips = Counter(
+            "groundwork:sql_round_trips",
+            "Statements, commits and rollbacks sent to the database, by the API route whose request "
+            "sent them.",
+            ["route"],
+            registry=self.registry,
+        )
         self.slo = SloTracker(state.settings.slo, self.registry)
         self.registry.register(EngineLoad(state))
         self.registry.register(IngestionBacklog(state))

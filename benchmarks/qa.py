@@ -184,11 +184,16 @@ def cache_bound(answers: list[dict]) -> float:
     return cached / prompt if prompt else float("nan")
 
 
-def hit_rate(base_url: str) -> float:
+def metric(base_url: str, prefix: str) -> float:
+    """The first sample of /metrics whose line starts with `prefix` (name and labels)."""
     for line in httpx.get(f"{base_url}/metrics").text.splitlines():
-        if line.startswith("groundwork_ask_prefix_cache_hit_rate "):
-            return float(line.split()[1])
+        if line.startswith(prefix):
+            return float(line.split()[-1])
     return float("nan")
+
+
+HIT_RATE = "groundwork_ask_prefix_cache_hit_rate "
+ASK_ROUND_TRIPS = 'groundwork:sql_round_trips_total{route="/v1/ask"}'
 
 
 def run_once(args, questions: list[str], routing: str | None) -> dict:
@@ -218,10 +223,12 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
             timer = threading.Timer(args.kill_replica_after, os.kill, (victim, signal.SIGKILL))
             timer.start()
             killed = {"pid": victim, "after_s": args.kill_replica_after}
+        round_trips = metric(base_url, ASK_ROUND_TRIPS)
         answers, wall = asyncio.run(
             ask_all(base_url, questions, args.max_tokens, strict=args.kill_replica_after is None)
         )
-        rate = hit_rate(base_url)
+        rate = metric(base_url, HIT_RATE)
+        round_trips = metric(base_url, ASK_ROUND_TRIPS) - round_trips
     except Exception:
         print((data_dir / "up.log").read_text()[-5000:], file=sys.stderr)
         raise
@@ -254,6 +261,8 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
         # The metric counts the warm-up answer too, so the bound does.
         "prefix_cache_hit_rate_bound": cache_bound(warm + answers),
         "refused_then_retried": sum(a["refused"] for a in answers),
+        # Database round trips (statements, commits, rollbacks) of the measured asks, over the answers.
+        "sql_round_trips_per_ask": round_trips / len(answers) if answers else float("nan"),
         "grounded": sum(a["grounded"] for a in answers),
         "with_citations": sum(bool(a["citations"]) for a in answers),
     }
@@ -289,7 +298,8 @@ def print_report(report: dict) -> None:
         f"{report['prefix_cache_hit_rate']:.1%} "
         f"(one cache at best: {report['prefix_cache_hit_rate_bound']:.1%}) · "
         f"{report['with_citations']}/{report['concurrency']} with citations · "
-        f"{report['refused_then_retried']} refusals (503 + Retry-After) retried"
+        f"{report['refused_then_retried']} refusals (503 + Retry-After) retried · "
+        f"{report['sql_round_trips_per_ask']:.1f} SQL round trips per ask"
     )
     if "killed_replica" in report:
         k = report["killed_replica"]

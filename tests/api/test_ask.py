@@ -77,6 +77,28 @@ def test_identical_prefix_is_served_from_the_prefix_cache(client, qa_collection)
     assert "groundwork_ask_prefix_cache_hit_rate" in metrics
 
 
+def _round_trips(client, route: str) -> float:
+    prefix = f'groundwork:sql_round_trips_total{{route="{route}"}} '
+    lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(prefix)]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
+def test_each_ask_counts_its_database_round_trips_streamed_or_not(client, qa_collection):
+    """`groundwork:sql_round_trips_total` by route: a streamed answer's turn, written after the
+    response started, counts for /v1/ask as the whole answer's does."""
+    before = _round_trips(client, "/v1/ask")
+    _ask(client)
+    whole = _round_trips(client, "/v1/ask") - before
+    with client.stream(
+        "POST", "/v1/ask", json={"collection": "qa-docs", "question": QUESTION, "stream": True}
+    ) as r:
+        assert r.status_code == 200
+        list(r.iter_lines())
+    streamed = _round_trips(client, "/v1/ask") - before - whole
+    # A lookup, the retrieval queries, the turn's inserts and their commits.
+    assert whole >= 4 and streamed >= whole - 2, (whole, streamed)
+
+
 def test_openai_client_gets_grounded_answers_from_rag_models(client, qa_collection):
     oai = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=client)
     resp = oai.chat.completions.create(
