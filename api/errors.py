@@ -14,6 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.database import DatabaseNotReady
+from core.errors import ClientError
 from core.quotas import QuotaExceeded
 from inference.protocol import EngineOverloadedError, InvalidRequestError
 
@@ -23,20 +24,8 @@ log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER_S = 5
 
 
-class ApiError(Exception):
-    """Raise from routes for a client-facing error with a stable machine-readable code."""
-
-    def __init__(
-        self, status: int, code: str, message: str, details: Any = None, headers: dict | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.details, self.headers = (
-            status,
-            code,
-            message,
-            details,
-            headers,
-        )
+# The routers' name for it: raise from routes for a client-facing error.
+ApiError = ClientError
 
 
 def error_response(status: int, code: str, message: str, details: Any = None, headers=None) -> JSONResponse:

@@ -126,6 +126,14 @@ def admit_early(state: AppState, slots: AnswerSlots | None, route: str, tenant: 
         raise
 
 
+async def recorded_answers(events: AsyncIterator[dict], state: AppState) -> AsyncIterator[dict]:
+    """An answer's events (usecases/answer.py), its `done` recorded in the ask metrics."""
+    async for event in events:
+        if event["type"] == "done":
+            record_ask(state, event["usage"], event["timings"], event["escalations"])
+        yield event
+
+
 def record_ask(state: AppState, usage: dict, timings: dict, escalations: list[dict]) -> None:
     metrics = platform_metrics(state)
     metrics.asks.inc()

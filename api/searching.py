@@ -9,10 +9,10 @@ from sqlalchemy.orm import Session
 from api.errors import ApiError
 from api.llm import local_engine
 from api.state import AppState
-from api.validation import check_retrieval_options
 from retrieval.backends import llm_backends, needs_local_engine
 from retrieval.pipeline import SearchResult
 from retrieval.service import SearchRequest, find_collection, request_config, search
+from usecases.validation import check_retrieval_options
 
 
 async def search_in_tenant(

@@ -22,6 +22,12 @@ class AppState:
     pgvector_version: tuple[int, ...]
     extras: dict = field(default_factory=dict)  # lazily built heavy objects (embedders, engines)
 
+    @property
+    def llm(self):  # STUB until the h-platform merge
+        from api.llm import provider
+
+        return provider(self)
+
 
 async def close_services(state: AppState) -> None:
     """Stop the services `extras` holds (at shutdown); those with `aclose` are waited for."""

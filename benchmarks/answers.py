@@ -36,7 +36,6 @@ from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.sources import Source, fit_to_budget
 from agents.qa.verify import engine_verifier
-from api.routers.ask import embedding_similarity
 from benchmarks.answer_sets import DATA, contains_gold, long_docs, overlaps_gold, pubmedqa
 from cli.db import upgrade_database
 from core.database import make_engine, make_session_factory
@@ -50,6 +49,7 @@ from ingestion.chunking import ChunkingConfig, chunk_document
 from retrieval.corpus import build_prefix_index, create_collection
 from retrieval.embedding import get_embedder, matryoshka_prefix
 from retrieval.service import SearchRequest
+from usecases.answer import embedding_similarity
 
 RESULTS = Path(__file__).parent / "results" / "answers.json"
 TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")

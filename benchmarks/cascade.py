@@ -22,13 +22,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from api.routers.ask import embedding_similarity
 from benchmarks.answer_sets import long_docs, pubmedqa
 from benchmarks.answers import AFTER, answer_all, build, pipeline_for, run_on_database
 from inference.client import LocalChatBackend
 from inference.provider import Rung, start_local_engine
 from ingestion.chunking import ChunkingConfig
 from retrieval.embedding import get_embedder
+from usecases.answer import embedding_similarity
 
 RESULTS = Path(__file__).parent / "results" / "cascade.json"
 

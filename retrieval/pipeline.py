@@ -57,6 +57,7 @@ class ResultChunk:
 class SearchResult:
     results: list[ResultChunk]
     debug: dict[str, Any] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)  # per stage, and "total"
 
 
 _HYDRATE_SQL = """
@@ -159,7 +160,7 @@ class SearchPipeline:
         results = [_result(rows[h.chunk_id], h) for h in pool[: cfg.top_k]]
         timings["total"] = _ms(t0)
         if not debug:
-            return SearchResult(results)
+            return SearchResult(results, timings_ms=timings)
         info["rankings"] = {
             name: [{"chunk_id": str(h.chunk_id), "score": h.scores[name.split("#")[0]]} for h in hits]
             for name, hits in rankings.items()
@@ -172,7 +173,7 @@ class SearchPipeline:
         labels = _hydrate(session, collection.id, [uuid.UUID(c) for c in heads])
         info["chunks"] = {str(cid): _label(row) for cid, row in labels.items()}
         info |= {"config": cfg.model_dump(), "timings_ms": timings}
-        return SearchResult(results, info)
+        return SearchResult(results, info, timings)
 
 
 def _ms(start: float) -> float:

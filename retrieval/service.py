@@ -72,7 +72,9 @@ async def search(
     encoder: Encoder = default_encoder,
     chat: ChatBackend | None = None,
     judge: RelevanceJudge | None = None,
+    config: RetrievalConfig | None = None,
 ) -> SearchResult:
-    config = request_config(defaults, collection, request)
+    """`config`: the caller's `request_config` for this collection and request, when it resolved it."""
+    config = config or request_config(defaults, collection, request)
     pipeline = SearchPipeline(config, encoder=encoder, chat=chat, judge=judge)
     return await pipeline.run(session, collection, request.query, request.filters, debug=request.debug)

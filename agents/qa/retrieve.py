@@ -9,6 +9,7 @@ from agents.qa.neighbors import expand_neighbors
 from agents.qa.sources import Source
 from core.models import Collection
 from core.settings import Settings
+from core.settings.retrieval import RetrievalConfig
 from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.fusion import RRFFusion
@@ -49,18 +50,19 @@ async def retrieve_sources(
     collections: list[Collection],
     request: SearchRequest,
     chat: ChatBackend | None,
+    configs: list[RetrievalConfig] | None = None,
 ) -> tuple[list[Source], dict[str, float]]:
-    """Best-first sources across `collections` (rank-fused when several) and timings in ms."""
+    """Best-first sources across `collections` (rank-fused when several) and timings in ms;
+    `configs`: each collection's `request_config`, when the caller resolved them already."""
+    configs = configs or [request_config(settings.retrieval, c, request) for c in collections]
     rankings: list[list[ResultChunk]] = []
     timings: dict[str, float] = {}
     radius: dict[str, int] = {}
-    for collection in collections:
-        neighbors = request_config(settings.retrieval, collection, request).neighbors
-        debug_request = request.model_copy(update={"debug": True})  # debug carries the stage timings
-        result = await search(session, settings.retrieval, collection, debug_request, chat=chat)
+    for collection, config in zip(collections, configs, strict=True):
+        result = await search(session, settings.retrieval, collection, request, chat=chat, config=config)
         rankings.append(result.results)
-        radius.update({str(hit.chunk_id): neighbors for hit in result.results})
-        for stage, ms in result.debug.get("timings_ms", {}).items():
+        radius.update({str(hit.chunk_id): config.neighbors for hit in result.results})
+        for stage, ms in result.timings_ms.items():
             key = "retrieval_ms" if stage == "total" else f"{stage}_ms"
             timings[key] = timings.get(key, 0.0) + ms
     by_id = {hit.chunk_id: hit for ranking in rankings for hit in ranking}

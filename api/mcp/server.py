@@ -25,10 +25,10 @@ from sqlalchemy import func, select
 from api.document_text import parsed_text
 from api.errors import ApiError, classify
 from api.mcp.tools import READ_MAX_CHARS, TOOLS, Caller
-from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
 from core.models import Collection, Document
 from core.tenancy import scope_to_tenant
+from usecases.lookups import get_collection
 
 RESOURCE_PAGE = 100
 RESOURCE_NOT_FOUND = -32002  # the MCP spec's code for an unknown resource

@@ -23,10 +23,9 @@ from api.charging import charging, estimate_tokens, reserve
 from api.deps import Principal, require_scope
 from api.document_text import parsed_text
 from api.errors import ApiError
+from api.metrics import recorded_answers
 from api.ratelimit import Meter, rate_limited
 from api.routers.agents import RunBody, ToolOutput, advance, check_tool_outputs, create_run, ready_runner
-from api.routers.ask import AskBody, Generation, run_ask
-from api.routers.collections import get_collection
 from api.scoping import get_in_tenant
 from api.searching import search_in_tenant
 from api.state import AppState
@@ -35,6 +34,8 @@ from core.settings.retrieval import SearchMode
 from core.tenancy import scope_to_tenant
 from retrieval.filters import SearchFilters
 from retrieval.service import SearchRequest
+from usecases.answer import Generation, Question, answer
+from usecases.lookups import get_collection
 
 READ_MAX_CHARS = 20_000
 
@@ -181,7 +182,7 @@ async def ask(caller: Caller, args: AskArgs) -> dict:
     """Answer a question from the collections, with citations and the claim check of each sentence."""
     tenant = caller.tenant("read")
     meter = await asyncio.to_thread(caller.meter)
-    body = AskBody(
+    question = Question(
         question=args.question,
         collections=args.collections,
         answer_mode=args.answer_mode,
@@ -195,16 +196,12 @@ async def ask(caller: Caller, args: AskArgs) -> dict:
         estimate_tokens(args.question) + qa.sources_token_budget,
         args.max_tokens or qa.max_tokens,
     )
-    session = _session(caller, tenant)
-    try:
-        events = run_ask(caller.state, session, tenant, body, persist=False)
-        done = [
-            e
-            async for e in charging(admitted(events, answer_slots(caller.state), str(tenant)), held)
-            if e["type"] == "done"
-        ]
-    finally:
-        session.close()
+    events = recorded_answers(answer(caller.state, tenant, question, persist=False), caller.state)
+    done = [
+        e
+        async for e in charging(admitted(events, answer_slots(caller.state), str(tenant)), held)
+        if e["type"] == "done"
+    ]
     keep = (
         "answer",
         "citations",

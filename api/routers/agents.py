@@ -25,7 +25,6 @@ from api.charging import AgentTokenGate
 from api.deps import CurrentTenant, Principal, StateDep
 from api.errors import ApiError
 from api.llm import answer_models
-from api.lookups import get_collection
 from api.mcp.pool import mcp_pool
 from api.metrics import record_escalations
 from api.ratelimit import Meter, RateLimit, meter_of
@@ -34,6 +33,7 @@ from api.schemas.common import event_stream
 from api.state import AppState
 from api.streaming import event_source, sse
 from core.models import AgentRun, Tenant
+from usecases.lookups import get_collection
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 log = logging.getLogger("groundwork.agents")

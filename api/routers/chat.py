@@ -27,19 +27,18 @@ from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.llm import chat_backend, local_engine
-from api.metrics import admit_early, observed_route
+from api.metrics import admit_early, observed_route, recorded_answers
 from api.ratelimit import Meter, RateLimit
 from api.routers import agents
-from api.routers.ask import AskBody, Generation, run_ask
 from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
 from api.schemas.common import event_stream
 from api.state import AppState
 from api.streaming import event_source, sse
-from api.validation import Seed
-from core.tenancy import scope_to_tenant
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
+from usecases.answer import Generation, Question, answer
+from usecases.validation import Seed
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
@@ -72,12 +71,12 @@ class ChatBody(BaseModel):
     claim_check: bool | None = None
 
 
-def _ask_body(body: ChatBody, max_tokens: int | None) -> AskBody:
+def _question(body: ChatBody, max_tokens: int | None) -> Question:
     collection = body.model.removeprefix(RAG_PREFIX)
     if not collection:
         raise ApiError(400, "model_not_found", "model 'rag/' names no collection: use rag/<collection>")
     try:
-        return AskBody(
+        return Question(
             question=body.messages[-1].content,
             collection=collection,
             generation=Generation(max_tokens=max_tokens, temperature=body.temperature, seed=body.seed),
@@ -120,14 +119,9 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
                 "response_format, tools and guided_* are not supported for them",
             )
         turns = [m.model_dump() for m in body.messages[:-1] if m.role != "system"]
-        ask = _ask_body(body, max_tokens)
-        session = state.sessions()
-        scope_to_tenant(session, tenant)
-        try:
-            async for event in run_ask(state, session, tenant, ask, history_override=turns, persist=False):
-                yield event
-        finally:
-            session.close()
+        question = _question(body, max_tokens)
+        async for event in recorded_answers(answer(state, tenant, question, turns, persist=False), state):
+            yield event
         return
     if constraint is not None and constraint.kind == "tools":
         raise ApiError(

@@ -16,8 +16,6 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
-from api.lookups import get_collection
-from api.validation import check_model_allowed
 from core.models import Chunk, Collection, Document
 from core.registry import ModelNotAvailable
 from core.settings import Settings
@@ -25,6 +23,8 @@ from ingestion import collections as service
 from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkingConfig
 from retrieval.config import resolve_config
+from usecases.lookups import get_collection
+from usecases.validation import check_model_allowed
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
 log = logging.getLogger(__name__)

@@ -13,13 +13,13 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
-from api.lookups import get_collection
 from core.connector_models import Connector, ConnectorSync, SyncStatus
 from core.models import Collection
 from core.settings import Settings
 from ingestion.connectors.base import SourceError
 from ingestion.connectors.config import Kind, check_allowed, validate_config
 from ingestion.connectors.sync import open_sync, send_sync
+from usecases.lookups import get_collection
 
 router = APIRouter(prefix="/v1", tags=["connectors"])
 

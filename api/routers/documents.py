@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.document_text import parsed_text
 from api.errors import ApiError
-from api.lookups import get_collection
 from api.scoping import get_in_tenant
 from core.models import Chunk, Document, DocumentStatus, IngestionJob
 from core.quotas import check_quota, lock_usage
@@ -22,6 +21,7 @@ from ingestion.blobs import BlobStore
 from ingestion.errors import is_retryable
 from ingestion.state import release_from_job, requeue_documents
 from ingestion.uploads import Upload, create_batch, send_job
+from usecases.lookups import get_collection
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 

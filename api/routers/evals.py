@@ -13,12 +13,12 @@ from sqlalchemy import select
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
 from api.errors import ApiError
-from api.lookups import get_collection
 from api.schemas.evals import ApplyOut, CompareOut, EstimateOut, EvalItemOut, SweepOut
 from core.models import EvalItem, EvalRun, JobStatus
 from evals import datasets, service
 from evals.sweep import plot
 from evals.tasks import send_run
+from usecases.lookups import get_collection
 
 router = APIRouter(prefix="/v1/evals", tags=["evals"])
 

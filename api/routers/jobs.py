@@ -12,11 +12,11 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.errors import ApiError
-from api.lookups import get_collection
 from api.scoping import get_in_tenant
 from core.models import Collection, Document, IngestionJob, JobStatus
 from ingestion import state as transitions
 from ingestion.uploads import send_job
+from usecases.lookups import get_collection
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

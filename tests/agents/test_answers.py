@@ -20,10 +20,10 @@ from agents.qa.quote import Candidate, candidates, first_choices, parse_quote, q
 from agents.qa.sentences import is_whole, sentence_spans
 from agents.qa.sources import Source, render_source
 from agents.qa.verify import engine_verifier
-from api.routers.ask import embedding_similarity
 from inference.client import LocalChatBackend, RemoteChatBackend
 from inference.provider import start_local_engine
 from tests.support.http import running
+from usecases.answer import embedding_similarity
 
 ZEPHYR = (
     "Zephyr 4.2 was released on 12 March 2026 by the Aurora team. It adds support for the QX-7 humidity "

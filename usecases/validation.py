@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from api.errors import ApiError
+from core.errors import ClientError
 from core.settings import Settings
 from retrieval.config import RetrievalConfig
 
@@ -49,7 +49,7 @@ def unknown_keys(data: Any, model: type[BaseModel], where: str = "") -> list[str
 def check_model_allowed(settings: Settings, spec: str | None, what: str) -> None:
     """Tenants choose among the models an administrator allowed (settings.allowed_models)."""
     if spec is not None and spec not in {settings.embedding_model, *settings.allowed_models}:
-        raise ApiError(
+        raise ClientError(
             422,
             "model_not_allowed",
             f"{what} {spec!r} is not allowed on this server; an administrator adds models to "
@@ -62,7 +62,7 @@ def check_retrieval_options(options: dict[str, Any], settings: Settings, where: 
     and rerank models outside the allowlist."""
     unknown = unknown_keys(options, RetrievalConfig, where)
     if unknown:
-        raise ApiError(
+        raise ClientError(
             422, "invalid_retrieval", f"unknown retrieval option(s): {', '.join(unknown)}", details=unknown
         )
     rerank = options.get("rerank")

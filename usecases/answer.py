@@ -1,0 +1,156 @@
+"""Answer a question from a tenant's collections (grounded, cited, checked), in a conversation or not.
+
+The one use case behind `POST /v1/ask`, `rag/<collection>` chat completions and the MCP `ask` tool:
+they validate and meter the request, then stream or collect these events (agents/qa/pipeline.py).
+It owns its session and transactions; the caller only reads the events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from agents.qa.pipeline import AskPipeline, AskRequest
+from agents.qa.retrieve import retrieve_sources
+from agents.qa.store import get_conversation, history, record_turn
+from core.errors import ClientError
+from core.tenancy import scope_to_tenant
+from retrieval.embedding import get_embedder
+from retrieval.service import SearchRequest, request_config
+from usecases.lookups import get_collection
+from usecases.platform import Platform
+from usecases.validation import Seed, check_retrieval_options
+
+
+class Generation(BaseModel):
+    max_tokens: int | None = Field(default=None, ge=1, le=4096)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    seed: Seed | None = None
+
+
+class Question(BaseModel):
+    question: str = Field(min_length=1, max_length=8000)
+    collection: str | None = Field(default=None, description="A collection's id or name.")
+    collections: list[str] = Field(default_factory=list, description="Several collections (ids or names).")
+    conversation_id: uuid.UUID | None = None
+    retrieval: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Search overrides: mode, top_k, rerank, transform, filters, options.",
+    )
+    generation: Generation = Field(default_factory=Generation)
+    answer_mode: Literal["quote", "generate", "auto"] | None = Field(
+        default=None,
+        description="quote: only verbatim source sentences, chosen under a grammar; generate: written by "
+        "the model, each sentence checked; auto: quote for small generators. Default: the server's setting.",
+    )
+    claim_check: bool | None = Field(
+        default=None, description="Check each generated sentence against its sources (default: on)."
+    )
+    rewrite_follow_up: bool | None = Field(
+        default=None,
+        description="Rewrite a follow-up into a standalone search query (the `sources` event shows it); "
+        "default: the server's setting.",
+    )
+
+    @model_validator(mode="after")
+    def _one_collection_at_least(self) -> Question:
+        if self.collection:
+            self.collections = [self.collection, *self.collections]
+        if not self.collections:
+            raise ValueError("give collection or collections")
+        return self
+
+
+def _search_request(platform: Platform, question: Question) -> SearchRequest:
+    if "query" in question.retrieval:
+        raise ClientError(422, "invalid_retrieval", "retrieval.query: the question is the query")
+    try:
+        search = SearchRequest.model_validate({**question.retrieval, "query": question.question})
+    except ValueError as exc:
+        raise ClientError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
+    check_retrieval_options(search.options, platform.settings, "retrieval.options.")
+    return search
+
+
+async def answer(
+    platform: Platform,
+    tenant: uuid.UUID,
+    question: Question,
+    history_override: list[dict] | None = None,
+    persist: bool = True,
+) -> AsyncIterator[dict]:
+    """The pipeline's events; the turn is recorded in its conversation at the end unless `persist` is
+    off. `history_override` supplies prior turns directly (OpenAI-style requests). Errors the
+    caller can fix (unknown collection or conversation, bad overrides) come before any event."""
+    search = _search_request(platform, question)
+    session = platform.sessions()
+    scope_to_tenant(session, tenant)
+    try:
+        collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(question.collections)]
+        conversation = None
+        if question.conversation_id:
+            conversation = get_conversation(session, tenant, question.conversation_id)
+            if conversation is None:
+                raise ClientError(
+                    404, "conversation_not_found", f"no conversation {question.conversation_id}"
+                )
+        turns = history_override or (history(session, conversation) if conversation else [])
+        session.commit()  # release the connection until retrieval needs one (see retrieve below)
+        configs = [request_config(platform.settings.retrieval, c, search) for c in collections]
+        rungs = platform.llm.answer_models(cache_salt=str(tenant))
+        backend = rungs[0].backend  # the first (smallest) model also rewrites and transforms queries
+
+        async def retrieve(query: str):
+            found = await retrieve_sources(
+                session,
+                platform.settings,
+                collections,
+                search.model_copy(update={"query": query}),
+                backend,
+                configs,
+            )
+            # NOTE: end the read transaction so that the connection goes back to the pool while the
+            # answer is generated (seconds); holding one per streaming answer exhausts the pool.
+            session.commit()
+            return found
+
+        similarity = embedding_similarity(collections[0].embedding_model)
+        pipeline = AskPipeline(retrieve, backend, platform.settings.qa, similarity, rungs=rungs)
+        request = AskRequest(
+            question=question.question,
+            history=turns,
+            cache_salt=str(tenant),
+            answer_mode=question.answer_mode,
+            claim_check=question.claim_check,
+            rewrite_follow_up=question.rewrite_follow_up,
+            sources_token_budget=max((b for c in configs if (b := c.sources_token_budget)), default=None),
+            **question.generation.model_dump(),
+        )
+        query = question.question
+        async for event in pipeline.run(request):
+            if event["type"] == "sources":
+                query = event["query"]
+            if event["type"] == "done" and persist:
+                ids = [c.id for c in collections]
+                conv, message = record_turn(
+                    session, tenant, conversation, ids, question.question, event, query
+                )
+                session.commit()
+                event = {**event, "conversation_id": str(conv.id), "message_id": str(message.id)}
+            yield event
+    finally:
+        session.close()
+
+
+def embedding_similarity(model_spec: str) -> Callable[[str, list[str]], list[float]]:
+    """Cosine similarity under the collection's embedding model (ranks the sentences quote mode offers)."""
+
+    def similarity(query: str, texts: list[str]) -> list[float]:
+        embedder = get_embedder(model_spec)
+        vectors = embedder.encode([query, *texts])
+        return (vectors[1:] @ vectors[0]).tolist()
+
+    return similarity
