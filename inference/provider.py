@@ -155,6 +155,14 @@ class LLMProvider:
             for m in self.settings.qa.cascade
         ]
 
+    def answer_models(self, cache_salt: str | None = None) -> list[Rung]:
+        """The models that answer in turn (`qa.cascade`), or the one generator as the only one."""
+        rungs = self.cascade(cache_salt)
+        if rungs:
+            return rungs
+        backend = self.backend(cache_salt)
+        return [Rung(backend.model_name, backend)]
+
     def _cascade_backend(self, entry: CascadeModel, cache_salt: str | None) -> ChatBackend:
         from inference.salting import SaltedChat, SaltedEngine
 

@@ -1,5 +1,6 @@
-"""The layer drawing, checked on the imports: api/cli -> agents/evals -> retrieval/ingestion/inference
--> core, nothing upward; the engine (inference/) stands alone; routers never import routers."""
+"""The layer drawing, checked on the imports: api/cli -> usecases/agents/evals ->
+retrieval/ingestion/inference -> core, nothing upward; the engine (inference/) stands alone; routers
+never import routers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ LAYER = {
     "ingestion": 1,
     "agents": 2,
     "evals": 2,
+    "usecases": 2,
     "api": 3,
     "cli": 4,
 }

@@ -15,12 +15,11 @@ from sse_starlette import ServerSentEvent
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
-from api.admission import admitted, answer_slots
+from api.admission import admitted
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.errors import ApiError
-from api.llm import answer_models
 from api.lookups import get_collection
 from api.metrics import admit_early, observed_route, record_ask
 from api.ratelimit import RateLimit
@@ -100,7 +99,7 @@ async def run_ask(
     except ValueError as exc:
         raise ApiError(422, "invalid_retrieval", f"invalid retrieval overrides: {exc}") from exc
     check_retrieval_options(search.options, state.settings, "retrieval.options.")
-    rungs = answer_models(state, cache_salt=str(tenant))
+    rungs = state.llm.answer_models(cache_salt=str(tenant))
     backend = rungs[0].backend  # the first (smallest) model also rewrites and transforms queries
 
     async def retrieve(query: str):
@@ -169,7 +168,7 @@ async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: Sta
     """Answer a question from the collections' documents, citing the chunks it used."""
     # NOTE: the session lives as long as the event stream, which outlasts this handler when streaming.
     qa = state.settings.qa
-    slots = answer_slots(state)
+    slots = state.answer_slots
     admit_early(state, slots, "ask", tenant)
     held = await asyncio.to_thread(
         reserve,
