@@ -3,6 +3,7 @@ built once at start from the one `Settings` and closed on shutdown (usecases/REA
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from celery import Celery
@@ -60,3 +61,22 @@ def build_platform(
         llm=LLMProvider(settings),
         mcp_pool=McpPool(settings.mcp),
     )
+
+
+def worker_platform(app: Celery) -> Platform:
+    """The platform of this worker process, built on its first task and kept on its Celery app.
+
+    NOTE: per process id: prefork children must not share their parent's database connections or
+    engines, so a child that inherited its parent's platform builds its own.
+    """
+    held: tuple[int, Platform] | None = getattr(app, "groundwork_platform", None)
+    if held is None or held[0] != os.getpid():
+        settings = app.conf.groundwork_settings
+        if settings.ingestion.torch_threads:
+            import torch
+
+            torch.set_num_threads(settings.ingestion.torch_threads)
+        database = DatabaseHandle(app.conf.groundwork_database_url, embedded=False)
+        held = (os.getpid(), build_platform(settings, database, celery=app))
+        app.groundwork_platform = held
+    return held[1]
