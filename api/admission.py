@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from api.errors import ApiError
-from api.state import AppState
+from core.settings.qa import QASettings
 
 
 @dataclass(eq=False)
@@ -128,13 +128,11 @@ class AnswerSlots:
             self.limit = min(self.limit, self.ceiling)
 
 
-def answer_slots(state: AppState) -> AnswerSlots | None:
-    qa = state.settings.qa
+def build_answer_slots(qa: QASettings) -> AnswerSlots | None:
+    """The process's answer slots (None without `qa.max_concurrent_answers` or a latency target)."""
     if qa.max_concurrent_answers is None and qa.answer_latency_target is None:
         return None
-    return state.extras.setdefault(
-        "answer_slots", AnswerSlots(qa.max_concurrent_answers, qa.answer_latency_target)
-    )
+    return AnswerSlots(qa.max_concurrent_answers, qa.answer_latency_target)
 
 
 async def admitted(

@@ -13,11 +13,13 @@ from fastapi import FastAPI, Request
 
 import web
 from api import metrics, metrics_history
+from api.admission import build_answer_slots
 from api.body_guard import BodyGuard
 from api.errors import classify, error_response, install_error_handlers
 from api.mcp import http as mcp_http
-from api.metrics import platform_metrics
+from api.metrics import PlatformMetrics
 from api.observability import count_round_trips, install_observability
+from api.ratelimit import build_rate_limiter
 from api.routers import (
     agent_tools,
     agents,
@@ -41,33 +43,24 @@ from api.routers import (
     tenants,
 )
 from api.schemas.common import ERROR_RESPONSES
-from api.state import AppState, close_services
-from core.database import check_database, make_engine, make_session_factory
-from core.runtime import DatabaseHandle, open_database
+from api.state import AppState
+from core.runtime import DatabaseHandle
 from core.settings import Settings
 from core.telemetry import request_id_var
-from core.tenancy import install_tenant_scoping
 from core.tracing import configure_tracing
-from ingestion.celery_app import create_celery
+from usecases.platform import build_platform
 
 log = logging.getLogger("groundwork.api")
 
 
 def build_state(settings: Settings, database: DatabaseHandle | None = None) -> AppState:
-    """Connect to everything the API needs; raises DatabaseNotReady with a clear message."""
-    database = database or open_database(settings)
-    engine = make_engine(database.url)
-    pgvector_version = check_database(engine)
-    sessions = make_session_factory(engine)
-    install_tenant_scoping(sessions)  # row-level security for every tenant transaction
-    return AppState(
-        settings=settings,
-        database=database,
-        engine=engine,
-        sessions=sessions,
-        celery=create_celery(settings, database.url),
-        pgvector_version=pgvector_version,
-    )
+    """The platform and the API's services; raises DatabaseNotReady with a clear message."""
+    state = AppState(**vars(build_platform(settings, database)))
+    state.metrics = PlatformMetrics(state)
+    state.rate_limiter = build_rate_limiter(state)
+    state.answer_slots = build_answer_slots(settings.qa)
+    state.agent_runner = agents.build_runner(state)
+    return state
 
 
 def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
@@ -79,8 +72,8 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         state = state or build_state(settings)
         app.state.groundwork = state
         configure_tracing(settings.tracing, "groundwork-api")
-        count_round_trips(state.engine, platform_metrics(state).sql_round_trips)
-        state.extras["sampler"] = metrics_history.MetricsSampler(state).start()
+        count_round_trips(state.engine, state.metrics.sql_round_trips)
+        state.sampler = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         recovery = asyncio.create_task(agents.recover_runs(state))  # runs a killed process left running
         try:
@@ -88,8 +81,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
                 yield
         finally:
             recovery.cancel()
-            await close_services(state)
-            state.engine.dispose()
+            await state.aclose()
 
     app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
@@ -110,7 +102,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         response.headers["x-request-id"] = rid
         response.headers.update(getattr(request.state, "rate_limit_headers", None) or {})
         if state is not None and not request.url.path.startswith("/ui"):  # API requests, not UI files
-            platform_metrics(state).requests_total += 1
+            state.metrics.requests_total += 1
         log.info(
             "request",
             extra={

@@ -91,24 +91,17 @@ class PlatformMetrics:
         self.registry.register(IngestionBacklog(state))
 
 
-def platform_metrics(state: AppState) -> PlatformMetrics:
-    # NOTE: not setdefault(): building a PlatformMetrics registers a fresh set of collectors.
-    if "metrics" not in state.extras:
-        state.extras["metrics"] = PlatformMetrics(state)
-    return state.extras["metrics"]
-
-
 def observed_route(
     events: AsyncIterator[dict], state: AppState, route: str, tenant: uuid.UUID
 ) -> AsyncIterator[dict]:
     """A route's answer events, recorded against its SLOs (goodput) and its tenant's tokens."""
-    metrics = platform_metrics(state)
+    metrics = state.metrics
     return observed(events, metrics.slo, route, metrics.tenant_tokens, tenant)
 
 
 def record_escalations(state: AppState, surface: str, escalations: list[dict]) -> None:
     """Count cascade escalations (`{from, reason}` each) of an answer or an agent turn."""
-    counter = platform_metrics(state).escalations
+    counter = state.metrics.escalations
     for step in escalations:
         counter.labels(surface, step["from"], step["reason"]).inc()
 
@@ -122,7 +115,7 @@ def admit_early(state: AppState, slots: AnswerSlots | None, route: str, tenant: 
     try:
         slots.check(str(tenant))
     except ApiError:
-        platform_metrics(state).slo.record(route, None, None, 0.0, failed=True)
+        state.metrics.slo.record(route, None, None, 0.0, failed=True)
         raise
 
 
@@ -135,7 +128,7 @@ async def recorded_answers(events: AsyncIterator[dict], state: AppState) -> Asyn
 
 
 def record_ask(state: AppState, usage: dict, timings: dict, escalations: list[dict]) -> None:
-    metrics = platform_metrics(state)
+    metrics = state.metrics
     metrics.asks.inc()
     record_escalations(state, "answer", escalations)
     prompt = usage.get("prompt_tokens", 0)
@@ -167,5 +160,5 @@ def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep
 def metrics(request: Request) -> Response:
     """Prometheus metrics of the platform API (an admin key when auth is required)."""
     state: AppState = request.app.state.groundwork
-    registry = platform_metrics(state).registry
+    registry = state.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -28,7 +28,7 @@ class EngineLoad(EngineStatsCollector):
         self.state = state
 
     def stats(self) -> EngineStats | None:
-        engine = self.state.extras.get("engine")
+        engine = self.state.llm.engine
         return engine.stats() if engine is not None and hasattr(engine, "stats") else None
 
 

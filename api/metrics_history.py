@@ -19,7 +19,6 @@ from sqlalchemy import func, select
 
 from api.deps import DEFAULT_TENANT_ID, CurrentTenant, StateDep
 from api.errors import ApiError
-from api.metrics import platform_metrics
 from api.state import AppState
 from core.models import Document, DocumentStatus, IngestionJob
 from ingestion.state import TERMINAL
@@ -62,7 +61,6 @@ class MetricsSampler:
         self._prev_time = 0.0
 
     def start(self) -> MetricsSampler:
-        platform_metrics(self.state)  # built here, before request threads race to build it
         self._thread.start()
         return self
 
@@ -81,7 +79,7 @@ class MetricsSampler:
 
     def sample(self) -> Sample:
         now = time.monotonic()
-        platform = platform_metrics(self.state)
+        platform = self.state.metrics
         answers = list(platform.recent_answers)
         recent = [a for a in answers if a[0] >= now - self.window_s]
         ttft = [t["ttft_ms"] for _, t, _ in recent if "ttft_ms" in t]
@@ -90,7 +88,7 @@ class MetricsSampler:
             for _, t, n in recent
             if n > 1 and "generation_ms" in t and "ttft_ms" in t
         ]
-        engine = self.state.extras.get("engine")
+        engine = self.state.llm.engine
         stats = engine.stats() if engine is not None and hasattr(engine, "stats") else None
         docs, chunks, queued = self._ingestion()
         totals = {
@@ -158,7 +156,7 @@ def metrics_history(
         raise ApiError(
             403, "not_operator", "the metrics history is platform-wide: only the operator's keys read it"
         )
-    sampler: MetricsSampler | None = state.extras.get("sampler")
+    sampler = state.sampler
     if sampler is None:
         return History(interval_s=0, samples=[])
     return History(interval_s=sampler.interval_s, samples=[s for s in list(sampler.samples) if s.t > since])

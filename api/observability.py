@@ -12,7 +12,6 @@ from opentelemetry.trace import SpanKind
 from prometheus_client import Counter
 from sqlalchemy import Engine, event
 
-from api.metrics import platform_metrics
 from core.tracing import continued, current_trace_id
 
 # NOTE: the request's ASGI scope, not its route: routing fills `scope["route"]` after this middleware
@@ -58,7 +57,7 @@ def install_observability(app: FastAPI) -> None:
                     span.set_attributes({"http.route": route, "http.response.status_code": status})
                 state = getattr(request.app.state, "groundwork", None)
                 if state is not None:
-                    platform_metrics(state).http_responses.labels(route, request.method, str(status)).inc()
+                    state.metrics.http_responses.labels(route, request.method, str(status)).inc()
                 _request_scope.reset(scope_token)
             if (trace_id := current_trace_id()) is not None:
                 response.headers["x-trace-id"] = trace_id

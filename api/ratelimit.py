@@ -11,7 +11,6 @@ limited response carries OpenAI's `x-ratelimit-*` headers for the tightest of it
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -28,8 +27,6 @@ from api.limit_storage import PostgresStorage
 from api.state import AppState
 from core.settings import Settings
 from core.tracing import traced
-
-_build_lock = threading.Lock()
 
 
 @dataclass
@@ -191,29 +188,22 @@ def _words(counter: str) -> str:
     return {"tokens": "token", "input_tokens": "input token", "output_tokens": "output token"}[counter]
 
 
-def rate_limiter(state: AppState) -> RateLimiter | None:
-    """The process's limiter (None with limits off), built on first use."""
+def build_rate_limiter(state: AppState) -> RateLimiter | None:
+    """The process's limiter (None with limits off)."""
     if not state.settings.limits.enabled:
         return None
-    limiter = state.extras.get("rate_limiter")
-    if limiter is None:
-        with _build_lock:
-            if "rate_limiter" not in state.extras:
-                storage = limit_storage(state.settings, state.engine)
-                state.extras["rate_limiter"] = RateLimiter(state.settings, storage)
-            limiter = state.extras["rate_limiter"]
-    return limiter
+    return RateLimiter(state.settings, limit_storage(state.settings, state.engine))
 
 
 def admit(state: AppState, principal: Principal) -> Meter:
     """Admit one request of `principal` (any entry point: HTTP routes, the MCP server); 429 when over."""
-    limiter = rate_limiter(state)
+    limiter = state.rate_limiter
     return Meter(None, []) if limiter is None else limiter.admit(principal)
 
 
 def meter_of(state: AppState, principal: Principal) -> Meter:
     """A meter for work already admitted (a run resumed after a restart): charges, counts no request."""
-    limiter = rate_limiter(state)
+    limiter = state.rate_limiter
     return Meter(None, []) if limiter is None else Meter(limiter, limiter.scopes(principal))
 
 

@@ -7,7 +7,6 @@ import uuid
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError
-from api.llm import local_engine
 from api.state import AppState
 from retrieval.backends import llm_backends, needs_local_engine
 from retrieval.pipeline import SearchResult
@@ -26,6 +25,6 @@ async def search_in_tenant(
         raise ApiError(404, "collection_not_found", f"no collection {collection_id}")
     # NOTE: the in-process engine is loaded only for a search that needs an LLM.
     config = request_config(settings.retrieval, collection, body)
-    engine = local_engine(state) if needs_local_engine(settings, config) else None
+    engine = state.llm.local_engine() if needs_local_engine(settings, config) else None
     chat, judge = llm_backends(settings, engine, cache_salt=str(tenant))
     return await search(session, settings.retrieval, collection, body, chat=chat, judge=judge)

@@ -1,38 +1,33 @@
-"""What the API process holds for its lifetime: database, session factory, Celery app."""
+"""What the API process holds for its lifetime: the platform (usecases/platform.py) and the API's
+own services, every one a typed field built once by `api.main.build_state`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from celery import Celery
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session, sessionmaker
+from usecases.platform import Platform
 
-from core.runtime import DatabaseHandle
-from core.settings import Settings
+if TYPE_CHECKING:  # NOTE: the services import this module (they read the state): no import cycle
+    from agents.runs.runner import AgentRunner
+    from api.admission import AnswerSlots
+    from api.metrics import PlatformMetrics
+    from api.metrics_history import MetricsSampler
+    from api.ratelimit import RateLimiter
 
 
 @dataclass
-class AppState:
-    settings: Settings
-    database: DatabaseHandle
-    engine: Engine
-    sessions: sessionmaker[Session]
-    celery: Celery
-    pgvector_version: tuple[int, ...]
-    extras: dict = field(default_factory=dict)  # lazily built heavy objects (embedders, engines)
+class AppState(Platform):
+    # NOTE: set by `build_state` right after the platform's fields: they read the state itself.
+    metrics: PlatformMetrics = field(init=False)
+    rate_limiter: RateLimiter | None = field(init=False)  # None with limits off
+    answer_slots: AnswerSlots | None = field(init=False)  # None without an answer limit
+    agent_runner: AgentRunner = field(init=False)
+    sampler: MetricsSampler | None = None  # started by the app's lifespan (none without it)
 
-    @property
-    def llm(self):  # STUB until the h-platform merge
-        from api.llm import provider
-
-        return provider(self)
-
-
-async def close_services(state: AppState) -> None:
-    """Stop the services `extras` holds (at shutdown); those with `aclose` are waited for."""
-    for service in state.extras.values():
-        if hasattr(service, "aclose"):
-            await service.aclose()
-        elif hasattr(service, "shutdown"):
-            service.shutdown()
+    async def aclose(self) -> None:
+        """Stop the API's services, then the platform's (at shutdown)."""
+        self.agent_runner.shutdown()
+        if self.sampler is not None:
+            self.sampler.shutdown()
+        await super().aclose()

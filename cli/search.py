@@ -37,18 +37,16 @@ def search(
 
     from sqlalchemy import select
 
-    from core.database import make_engine, make_session_factory
     from core.models import Collection
-    from core.runtime import open_database
     from core.settings import get_settings
-    from inference.provider import start_local_engine
     from retrieval.backends import llm_backends, needs_local_engine
     from retrieval.filters import SearchFilters
     from retrieval.service import SearchRequest, request_config
     from retrieval.service import search as run_search
+    from usecases.platform import build_platform
 
-    settings = get_settings()
-    sessions = make_session_factory(make_engine(open_database(settings).url))
+    platform = build_platform(get_settings())
+    settings = platform.settings
     tenant = uuid.UUID("00000000-0000-0000-0000-000000000001")
     filters = SearchFilters(
         metadata=_parse_filters(filter_), document_ids=[uuid.UUID(d) for d in document] or None
@@ -56,7 +54,7 @@ def search(
     request = SearchRequest(
         query=query, mode=mode, top_k=top_k, rerank=rerank, transform=transform, filters=filters, debug=debug
     )
-    with sessions() as session:
+    with platform.sessions() as session:
         try:
             where = Collection.id == uuid.UUID(collection)
         except ValueError:
@@ -66,15 +64,14 @@ def search(
             typer.echo(f"no collection {collection!r}", err=True)
             raise typer.Exit(1)
         config = request_config(settings.retrieval, found, request)
-        engine = start_local_engine(settings) if needs_local_engine(settings, config) else None
+        engine = platform.llm.local_engine() if needs_local_engine(settings, config) else None
         chat, judge = llm_backends(settings, engine)
         try:
             result = asyncio.run(
                 run_search(session, settings.retrieval, found, request, chat=chat, judge=judge)
             )
         finally:
-            if engine is not None:
-                engine.shutdown()
+            platform.close()
     if as_json:
         payload = {"results": [vars(r) for r in result.results], "debug": result.debug or None}
         typer.echo(json.dumps(payload, default=str, indent=2))

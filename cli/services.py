@@ -28,7 +28,6 @@ def _fail(message: str) -> None:
 
 
 def serve_api(settings: Settings, database: DatabaseHandle, preload_engine: bool = False) -> None:
-    from api.llm import local_engine
     from api.main import build_state, create_app
 
     try:
@@ -37,7 +36,7 @@ def serve_api(settings: Settings, database: DatabaseHandle, preload_engine: bool
         _fail(str(exc))
     if preload_engine and in_process(settings):
         # Load the generator while the API starts, so that the first question does not wait for it.
-        threading.Thread(target=local_engine, args=(state,), daemon=True).start()
+        threading.Thread(target=state.llm.local_engine, daemon=True).start()
     # NOTE: uvicorn re-raises SIGTERM after its graceful shutdown; exiting through SystemExit
     # instead lets callers' `finally` blocks stop the worker and the embedded database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

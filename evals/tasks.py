@@ -24,11 +24,11 @@ from core.database import make_engine, make_session_factory, session_scope
 from core.models import EvalRun, JobStatus
 from core.settings import Settings
 from evals.runner import RunContext, run_eval
+from usecases.platform import worker_platform
 
 log = logging.getLogger(__name__)
 EVAL_TASK = "groundwork.evals.run"
 
-_CONTEXTS: dict[int, RunContext] = {}
 _THREADS: list[threading.Event] = []
 
 
@@ -36,25 +36,11 @@ def send_run(app: Celery, settings: Settings, run_id: uuid.UUID) -> None:
     app.send_task(EVAL_TASK, args=[str(run_id)], queue=settings.celery_queue)
 
 
-def _backend_factory(settings: Settings):
-    from inference.provider import LLMProvider
-
-    return LLMProvider(settings).backend
-
-
-def _context(app) -> RunContext:
-    """Per process: prefork children must not share their parent's connections or engine."""
-    pid = os.getpid()
-    if pid not in _CONTEXTS:
-        settings = app.conf.groundwork_settings
-        if settings.ingestion.torch_threads:
-            import torch
-
-            torch.set_num_threads(settings.ingestion.torch_threads)
-        sessions = make_session_factory(make_engine(app.conf.groundwork_database_url))
-        worker = f"{pid}@{socket.gethostname()}"
-        _CONTEXTS[pid] = RunContext(settings, sessions, worker, _backend_factory(settings))
-    return _CONTEXTS[pid]
+def _context(app: Celery) -> RunContext:
+    """This run's context, on the worker process's one platform (usecases/platform.py)."""
+    platform = worker_platform(app)
+    worker = f"{os.getpid()}@{socket.gethostname()}"
+    return RunContext(platform.settings, platform.sessions, worker, platform.llm.backend)
 
 
 @shared_task(bind=True, name=EVAL_TASK, acks_late=True)

@@ -156,7 +156,7 @@ class LLMProvider:
         ]
 
     def answer_models(self, cache_salt: str | None = None) -> list[Rung]:
-        """The models that answer in turn: the cascade, or the one generator as the only rung."""
+        """The models that answer in turn (`qa.cascade`), or the one generator as the only one."""
         rungs = self.cascade(cache_salt)
         if rungs:
             return rungs

@@ -1,5 +1,6 @@
-"""The layer drawing, checked on the imports: api/cli -> agents/evals -> retrieval/ingestion/inference
--> core, nothing upward; the engine (inference/) stands alone; routers never import routers."""
+"""The layer drawing, checked on the imports: api/cli -> usecases/agents/evals ->
+retrieval/ingestion/inference -> core, nothing upward; the engine (inference/) stands alone; routers
+never import routers."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The platform's use cases and the one `Platform` each process builds (usecases/README.md)."""

@@ -14,7 +14,6 @@ from api.main import build_state
 from api.mcp.http import authenticate
 from api.mcp.server import build_server
 from api.mcp.tools import Caller
-from api.state import close_services
 from core.settings import Settings
 
 
@@ -34,5 +33,4 @@ async def serve_stdio(settings: Settings, key: str | None) -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
-        await close_services(state)
-        state.engine.dispose()
+        await state.aclose()

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from agents.runs.store import get_run, run_dict
 from agents.tools import BUILTIN
-from api.admission import admitted, answer_slots
+from api.admission import admitted
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import Principal, require_scope
 from api.document_text import parsed_text
@@ -199,7 +199,7 @@ async def ask(caller: Caller, args: AskArgs) -> dict:
     events = recorded_answers(answer(caller.state, tenant, question, persist=False), caller.state)
     done = [
         e
-        async for e in charging(admitted(events, answer_slots(caller.state), str(tenant)), held)
+        async for e in charging(admitted(events, caller.state.answer_slots, str(tenant)), held)
         if e["type"] == "done"
     ]
     keep = (

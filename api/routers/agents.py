@@ -20,12 +20,9 @@ from agents.mcp import allowed_servers
 from agents.runs.runner import AgentRunner
 from agents.runs.store import WAITING, get_run, list_runs, run_dict
 from agents.tools import BUILTIN, DEFAULT_TOOLS, check_client_tools
-from api.admission import answer_slots
 from api.charging import AgentTokenGate
 from api.deps import CurrentTenant, Principal, StateDep
 from api.errors import ApiError
-from api.llm import answer_models
-from api.mcp.pool import mcp_pool
 from api.metrics import record_escalations
 from api.ratelimit import Meter, RateLimit, meter_of
 from api.schemas.agents import AgentRunList, AgentRunOut, AgentRunSummary
@@ -97,30 +94,30 @@ class PlanBody(BaseModel):
 
 def agent_gate(state: AppState, meter: Meter, tenant: uuid.UUID) -> AgentTokenGate:
     """How a run's LLM calls are admitted: tokens on `meter`, answer slots of `tenant`."""
-    return AgentTokenGate(meter, answer_slots(state), str(tenant))
+    return AgentTokenGate(meter, state.answer_slots, str(tenant))
 
 
-def agent_runner(state: AppState) -> AgentRunner:
-    runner = state.extras.get("agent_runner")
-    if runner is None:
-        runner = AgentRunner(
-            state.sessions,
-            state.settings,
-            state.database.url,
-            lambda: answer_models(state),
-            mcp_pool(state),
-            lambda run: agent_gate(
-                state, meter_of(state, Principal(run.tenant_id, None, frozenset())), run.tenant_id
-            ),
-            lambda steps: record_escalations(state, "agent", steps),
-        )
-        state.extras["agent_runner"] = runner
-    return runner
+def resumed_principal(run: AgentRun) -> Principal:
+    """Who pays for a run resumed after a restart: its tenant, no key."""
+    return Principal(run.tenant_id, None, frozenset())
+
+
+def build_runner(state: AppState) -> AgentRunner:
+    """The process's runner of agent runs (api.main.build_state); what it calls reads the state."""
+    return AgentRunner(
+        state.sessions,
+        state.settings,
+        state.database.url,
+        lambda: state.llm.answer_models(),
+        state.mcp_pool,
+        lambda run: agent_gate(state, meter_of(state, resumed_principal(run)), run.tenant_id),
+        lambda steps: record_escalations(state, "agent", steps),
+    )
 
 
 async def ready_runner(state: AppState) -> AgentRunner:
     """The runner; on first use in this process it resumes runs a previous process left mid-way."""
-    runner = agent_runner(state)
+    runner = state.agent_runner
     if not runner.recovered:
         await runner.recover()
     return runner
@@ -154,7 +151,7 @@ async def recover_runs(state: AppState) -> None:
     """At API start-up: resume the runs a killed process left `running` (not only when some agents
     route is called)."""
     try:
-        ids = await agent_runner(state).recover()
+        ids = await state.agent_runner.recover()
     except Exception:  # the database may still be starting; the first agents route tries again
         log.warning("agent runs not recovered at start-up", exc_info=True)
         return
@@ -312,7 +309,7 @@ async def review_plan(
             )
         if body.plan is not None:
             try:
-                PLAN_CHECKS[run.agent](body.plan, await agent_runner(state).deps(run))
+                PLAN_CHECKS[run.agent](body.plan, await state.agent_runner.deps(run))
             except ValueError as exc:
                 raise ApiError(422, "invalid_plan", str(exc)) from exc
         return await advance(state, session, run, body.stream, meter, resume={"plan": body.plan})

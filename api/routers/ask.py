@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request
 from sse_starlette import ServerSentEvent
 
-from api.admission import admitted, answer_slots
+from api.admission import admitted
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
@@ -37,7 +37,7 @@ class AskBody(Question):
 async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
     """Answer a question from the collections' documents, citing the chunks it used."""
     qa = state.settings.qa
-    slots = answer_slots(state)
+    slots = state.answer_slots
     admit_early(state, slots, "ask", tenant)
     held = await asyncio.to_thread(
         reserve,

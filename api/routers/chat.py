@@ -20,13 +20,12 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import ServerSentEvent
 
-from api.admission import admitted, answer_slots
+from api.admission import admitted
 from api.charging import charging, estimate_tokens, reserve
 from api.chat_limits import build_constraint, check_openai_parameters, precompile
 from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.errors import ApiError
-from api.llm import chat_backend, local_engine
 from api.metrics import admit_early, observed_route, recorded_answers
 from api.ratelimit import Meter, RateLimit
 from api.routers import agents
@@ -130,7 +129,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             "tools are not supported by the platform's chat "
             "endpoint; call the engine server (`groundwork engine serve`) for tool calls",
         )
-    backend = chat_backend(state, cache_salt=str(tenant))
+    backend = state.llm.backend(cache_salt=str(tenant))
     if body.model != backend.model_name:
         raise ApiError(
             400,
@@ -145,7 +144,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             "vLLM only; this generator is a server not known to apply them: call it directly",
         )
     if constraint is not None:
-        await precompile(local_engine(state), constraint)
+        await precompile(state.llm.local_engine(), constraint)
     stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
     params = SamplingParams(
         max_tokens=max_tokens or 256,
@@ -206,7 +205,7 @@ async def chat_completions(
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     # NOTE: an agent model's LLM calls take slots one by one (api/charging.py): holding one for the
     # whole run as well would leave its calls waiting on it.
-    slots = None if body.model.startswith(AGENT_PREFIX) else answer_slots(state)
+    slots = None if body.model.startswith(AGENT_PREFIX) else state.answer_slots
     admit_early(state, slots, "chat", tenant)
     held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
     events = charging(admitted(_events(state, tenant, body, meter), slots, str(tenant)), held)

@@ -11,7 +11,6 @@ from agents.mcp.pool import McpUnavailable
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.lookups import tenant_servers
 from api.mcp.http import PATH
-from api.mcp.pool import mcp_pool
 from api.mcp.server import tool_list
 
 router = APIRouter(prefix="/v1", tags=["mcp"])
@@ -46,7 +45,7 @@ async def mcp_overview(tenant: CurrentTenant, session: SessionDep, state: StateD
     for config in configs:
         out = ServerOut(name=config.name, transport="http" if config.url else "stdio", tools=[])
         try:
-            listed = await mcp_pool(state).tools(config.name)
+            listed = await state.mcp_pool.tools(config.name)
             out.tools = [ToolOut(name=t.name, description=t.description or "") for t in listed]
         except McpUnavailable as exc:
             out.error = str(exc)

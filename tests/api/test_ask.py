@@ -164,6 +164,7 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
     ends, answers are admitted again."""
     import api.routers.ask as ask_route
     import api.routers.chat as chat_route
+    from api.admission import build_answer_slots
 
     reserved: list[str] = []
     for module in (ask_route, chat_route):
@@ -177,6 +178,7 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
     saved = state.settings
     capped = saved.qa.model_copy(update={"max_concurrent_answers": 1})
     state.settings = saved.model_copy(update={"qa": capped})
+    state.answer_slots = build_answer_slots(capped)
     ask = {"collection": "qa-docs", "question": QUESTION, "generation": {"max_tokens": 8}}
     try:
         # A real server: the test client would run the first answer to its end before returning.
@@ -201,4 +203,4 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
             assert http.post("/v1/ask", json=ask).status_code == 200
     finally:
         state.settings = saved
-        state.extras.pop("answer_slots", None)
+        state.answer_slots = build_answer_slots(saved.qa)

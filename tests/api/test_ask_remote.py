@@ -34,7 +34,7 @@ def test_ask_through_a_remote_openai_compatible_server(broker_settings, remote_u
     )
     with TestClient(create_app(remote)) as client:
         body = client.post("/v1/ask", json={"collection": qa_collection, "question": QUESTION}).json()
-        assert "engine" not in client.app.state.groundwork.extras  # nothing generated in-process
+        assert client.app.state.groundwork.llm.engine is None  # nothing generated in-process
     assert "12 March 2026" in body["answer"]
     assert body["citations"] and body["citations"][0]["source_id"] == "zephyr-release.txt"
     assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from api.llm import chat_backend
-
 pytestmark = pytest.mark.integration
 
 HUGE_SEED = 2**64
@@ -79,7 +77,7 @@ def test_unknown_retrieval_keys_are_refused(client):
 
 @pytest.mark.slow
 def test_prompt_over_the_context_is_a_400_naming_the_limit(client):
-    backend = chat_backend(client.app.state.groundwork)  # the packaged SmolLM2 in-process engine
+    backend = client.app.state.groundwork.llm.backend()  # the packaged SmolLM2 in-process engine
     words = " ".join(["word"] * 20_000)
     resp = client.post(
         "/v1/chat/completions",

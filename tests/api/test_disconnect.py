@@ -8,8 +8,6 @@ import time
 import httpx
 import pytest
 
-from api.admission import answer_slots
-from api.llm import chat_backend, local_engine
 from tests.support.http import running
 
 pytestmark = pytest.mark.integration
@@ -17,9 +15,9 @@ pytestmark = pytest.mark.integration
 
 def test_a_non_streamed_chat_whose_client_left_is_aborted(client):
     state = client.app.state.groundwork
-    engine = local_engine(state)
+    engine = state.llm.local_engine()
     body = {
-        "model": chat_backend(state).model_name,
+        "model": state.llm.backend().model_name,
         "messages": [{"role": "user", "content": "Write a very long story about a river."}],
         "max_tokens": 4000,
         "temperature": 1.0,
@@ -33,6 +31,6 @@ def test_a_non_streamed_chat_whose_client_left_is_aborted(client):
             time.sleep(0.1)
         left = time.monotonic()
     assert engine.stats().num_running == 0, "the engine kept generating for a gone client"
-    slots = answer_slots(state)
+    slots = state.answer_slots
     assert slots is None or not slots.running
     print(f"generation stopped {10 - (deadline - left):.1f} s after the client left")

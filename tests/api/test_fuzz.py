@@ -11,7 +11,7 @@ tests/api/test_fuzz.py -s --timeout 0` (issue 28: 10,000 calls with and without 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import copy
 import math
 import os
 
@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
 from api.main import build_state, create_app
-from api.state import close_services
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -72,15 +71,14 @@ def app_for(broker_settings, celery_worker):
     base = build_state(broker_settings.model_copy(update={"engine": engine}))
 
     def make(**update):
-        state = dataclasses.replace(base, settings=base.settings.model_copy(update=update))
-        state.extras = base.extras  # NOTE: shared, so that both apps use one engine
+        state = copy.copy(base)  # NOTE: its services shared, so that both apps use one engine
+        state.settings = base.settings.model_copy(update=update)
         app = create_app(state.settings, state)
         app.state.groundwork = state  # schemathesis calls the ASGI app without its lifespan
         return app
 
     yield make
-    asyncio.run(close_services(base))  # what the lifespan's exit does (schemathesis never runs it)
-    base.engine.dispose()
+    asyncio.run(base.aclose())  # what the lifespan's exit does (schemathesis never runs it)
 
 
 def test_no_server_errors_without_auth(app_for):

@@ -16,12 +16,12 @@ from fastapi.testclient import TestClient
 from api.charging import Reservation, charging, reserve
 from api.deps import DEFAULT_TENANT_ID, Principal
 from api.errors import ApiError
-from api.llm import chat_backend, local_engine
 from api.main import build_state, create_app
 from api.ratelimit import Meter, RateLimiter, limit_storage
 from core.database import session_scope
 from core.settings.limits import LimitSettings
 from core.tenancy import create_api_key, get_or_create_tenant
+from inference.provider import LLMProvider
 from tests.support.http import running
 
 pytestmark = pytest.mark.integration
@@ -35,9 +35,9 @@ def _limited(settings, storage_url=None, auth=True, **knobs):
 
 
 def _state(settings, client):
-    """API state on `settings`, sharing the session's engine (loaded once)."""
+    """API state on `settings`, sharing the session's LLM provider (its engine loaded once)."""
     state = build_state(settings)
-    state.extras["engine"] = local_engine(client.app.state.groundwork)
+    state.llm = client.app.state.groundwork.llm
     return state
 
 
@@ -100,7 +100,7 @@ def test_25_background_agent_runs_stay_within_5_percent_of_the_key_token_limit(
         # NOTE: the limit is per minute: runs that cross a window boundary (a slow machine) may use the
         # next window's tokens too, so the bound is the limit of every window they touched.
         windows = int((time.monotonic() - began) // 60) + 2  # + the window a run straddles
-        state.extras.pop("engine")  # the session's: not shut down with this app
+        state.llm = LLMProvider(strict)  # the session's: not shut down with this app
     assert all(r["finished_at"] for r in runs), [r["status"] for r in runs]
     used = sum(r["usage"].get("prompt_tokens", 0) + r["usage"].get("completion_tokens", 0) for r in runs)
     stopped = [r for r in runs if "token rate limit" in (r["detail"] or "")]
@@ -115,7 +115,7 @@ def test_a_streamed_chat_cut_off_by_its_client_is_charged_for_what_it_made(setti
     app = create_app(strict, state)
     app.state.groundwork = state
     with running(app) as base, httpx.Client(base_url=base, timeout=120) as http:
-        model = chat_backend(state).model_name
+        model = state.llm.backend().model_name
         body = {
             "model": model,
             "messages": [{"role": "user", "content": "Count to one hundred."}],
@@ -130,7 +130,7 @@ def test_a_streamed_chat_cut_off_by_its_client_is_charged_for_what_it_made(setti
                 chunks += line.startswith("data: ")
                 if chunks >= 4:
                     break  # the client leaves mid-answer
-        limiter = state.extras["rate_limiter"]
+        limiter = state.rate_limiter
         tenant = limiter.scopes(Principal(DEFAULT_TENANT_ID, None, frozenset()))[0]
         full = strict.limits.tokens_per_minute_per_tenant
         deadline = time.monotonic() + 20

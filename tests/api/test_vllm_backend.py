@@ -84,7 +84,7 @@ def vllm_client(vllm_settings, vllm_server, qa_collection, celery_app, tmp_path_
 
 def test_ask_cites_its_source_from_vllm(vllm_client):
     body = vllm_client.post("/v1/ask", json={"collection": "qa-docs", "question": QUESTION}).json()
-    assert "engine" not in vllm_client.app.state.groundwork.extras  # nothing generated in-process
+    assert vllm_client.app.state.groundwork.llm.engine is None  # nothing generated in-process
     assert "12 March 2026" in body["answer"], body
     assert body["citations"] and body["citations"][0]["source_id"] == "zephyr-release.txt"
     assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0
