@@ -23,8 +23,8 @@ LAYER = {
     "api": 3,
     "cli": 4,
 }
-# NOTE: the open debt, named so that it only shrinks: chat.py serves `rag/` and `agent/` models
-# through the ask and agents routers' use cases until those move out of the routers.
+# NOTE: the open debt, named so that it only shrinks: chat.py serves `agent/` models through the
+# agents router's use case until agent runs move to usecases/ (answers did: usecases/answer.py).
 ROUTER_IMPORTS_ALLOWED = {("api/routers/chat.py", "api.routers")}
 
 
