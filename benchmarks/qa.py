@@ -261,8 +261,11 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
         # The metric counts the warm-up answer too, so the bound does.
         "prefix_cache_hit_rate_bound": cache_bound(warm + answers),
         "refused_then_retried": sum(a["refused"] for a in answers),
-        # Database round trips (statements, commits, rollbacks) of the measured asks, over the answers.
-        "sql_round_trips_per_ask": round_trips / len(answers) if answers else float("nan"),
+        # Database round trips (statements, commits, rollbacks) of the measured /v1/ask requests, over
+        # the requests: refused ones included, since the rate limiter's storage is the database too.
+        "sql_round_trips_per_request": round_trips / (len(answers) + sum(a["refused"] for a in answers))
+        if answers
+        else float("nan"),
         "grounded": sum(a["grounded"] for a in answers),
         "with_citations": sum(bool(a["citations"]) for a in answers),
     }
@@ -299,7 +302,7 @@ def print_report(report: dict) -> None:
         f"(one cache at best: {report['prefix_cache_hit_rate_bound']:.1%}) · "
         f"{report['with_citations']}/{report['concurrency']} with citations · "
         f"{report['refused_then_retried']} refusals (503 + Retry-After) retried · "
-        f"{report['sql_round_trips_per_ask']:.1f} SQL round trips per ask"
+        f"{report['sql_round_trips_per_request']:.1f} SQL round trips per /v1/ask request"
     )
     if "killed_replica" in report:
         k = report["killed_replica"]
