@@ -35,43 +35,28 @@ def search(
     """Search COLLECTION for QUERY and print the best chunks with their provenance."""
     import asyncio
 
-    from sqlalchemy import select
-
-    from core.models import Collection
+    from api.deps import DEFAULT_TENANT_ID
+    from core.errors import ClientError
     from core.settings import get_settings
-    from retrieval.backends import llm_backends, needs_local_engine
     from retrieval.filters import SearchFilters
-    from retrieval.service import SearchRequest, request_config
-    from retrieval.service import search as run_search
+    from retrieval.service import SearchRequest
     from usecases.platform import build_platform
+    from usecases.search import search_in_collection
 
-    platform = build_platform(get_settings())
-    settings = platform.settings
-    tenant = uuid.UUID("00000000-0000-0000-0000-000000000001")
     filters = SearchFilters(
         metadata=_parse_filters(filter_), document_ids=[uuid.UUID(d) for d in document] or None
     )
     request = SearchRequest(
         query=query, mode=mode, top_k=top_k, rerank=rerank, transform=transform, filters=filters, debug=debug
     )
-    with platform.sessions() as session:
-        try:
-            where = Collection.id == uuid.UUID(collection)
-        except ValueError:
-            where = Collection.name == collection
-        found = session.scalar(select(Collection).where(where, Collection.tenant_id == tenant))
-        if found is None:
-            typer.echo(f"no collection {collection!r}", err=True)
-            raise typer.Exit(1)
-        config = request_config(settings.retrieval, found, request)
-        engine = platform.llm.local_engine() if needs_local_engine(settings, config) else None
-        chat, judge = llm_backends(settings, engine)
-        try:
-            result = asyncio.run(
-                run_search(session, settings.retrieval, found, request, chat=chat, judge=judge)
-            )
-        finally:
-            platform.close()
+    platform = build_platform(get_settings())
+    try:
+        _, result = asyncio.run(search_in_collection(platform, DEFAULT_TENANT_ID, collection, request))
+    except ClientError as exc:
+        typer.echo(exc.message, err=True)
+        raise typer.Exit(1) from None
+    finally:
+        platform.close()
     if as_json:
         payload = {"results": [vars(r) for r in result.results], "debug": result.debug or None}
         typer.echo(json.dumps(payload, default=str, indent=2))

@@ -27,7 +27,6 @@ from api.metrics import recorded_answers
 from api.ratelimit import Meter, rate_limited
 from api.routers.agents import RunBody, ToolOutput, advance, check_tool_outputs, create_run, ready_runner
 from api.scoping import get_in_tenant
-from api.searching import search_in_tenant
 from api.state import AppState
 from core.models import Collection, Document
 from core.settings.retrieval import SearchMode
@@ -35,7 +34,7 @@ from core.tenancy import scope_to_tenant
 from retrieval.filters import SearchFilters
 from retrieval.service import SearchRequest
 from usecases.answer import Generation, Question, answer
-from usecases.lookups import get_collection
+from usecases.search import search_in_collection
 
 READ_MAX_CHARS = 20_000
 
@@ -144,18 +143,16 @@ async def search(caller: Caller, args: SearchArgs) -> dict:
     tenant = caller.tenant("read")
     await asyncio.to_thread(caller.meter)
     hits = []
-    with _session(caller, tenant) as session:
-        for ref in dict.fromkeys(args.collections):
-            collection = get_collection(session, tenant, ref)
-            body = SearchRequest(
-                query=args.query,
-                top_k=args.offset + args.k + 1,  # one more than the page: is there a next one?
-                mode=args.mode,
-                filters=args.filters or SearchFilters(),
-                rerank=args.rerank,
-            )
-            found = await search_in_tenant(caller.state, session, tenant, collection.id, body)
-            hits += [(collection, r) for r in found.results]
+    body = SearchRequest(
+        query=args.query,
+        top_k=args.offset + args.k + 1,  # one more than the page: is there a next one?
+        mode=args.mode,
+        filters=args.filters or SearchFilters(),
+        rerank=args.rerank,
+    )
+    for ref in dict.fromkeys(args.collections):
+        collection, found = await search_in_collection(caller.state, tenant, ref, body)
+        hits += [(collection, r) for r in found.results]
     if len(args.collections) > 1:
         hits.sort(key=lambda h: -h[1].score)
     page = hits[args.offset : args.offset + args.k]

@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from api.deps import ReadingTenant, SessionDep, StateDep
+from api.deps import ReadingTenant, StateDep
 from api.ratelimit import RateLimit
-from api.searching import search_in_tenant
 from retrieval.pipeline import ResultChunk
 from retrieval.service import SearchRequest
+from usecases.search import search_in_collection
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -26,12 +26,11 @@ class SearchResponse(BaseModel):
 async def search_collection(
     collection_id: uuid.UUID,
     body: SearchRequest,
-    session: SessionDep,
     tenant: ReadingTenant,
     state: StateDep,
     _: RateLimit,
 ) -> SearchResponse:
     """Search one collection: BM25, dense or hybrid, optionally transformed and reranked.
     Each result has its text, provenance (document, page, character span) and per-stage scores."""
-    result = await search_in_tenant(state, session, tenant, collection_id, body)
+    _, result = await search_in_collection(state, tenant, str(collection_id), body)
     return SearchResponse(results=result.results, debug=result.debug if body.debug else None)
