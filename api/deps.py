@@ -69,6 +69,7 @@ def get_principal(
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
+    state: StateDep,
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     header = request.headers.get("authorization", "")
@@ -84,6 +85,7 @@ def get_principal(
         session.commit()  # records the key's use and frees the connection for the rest of the request
         if key is not None:
             principal = Principal(key.tenant_id, key.id, frozenset(key.scopes))
+            state.known_keys.learn(plain.strip(), key.tenant_id)
         elif settings.auth_required:
             raise unauthorized("unknown, revoked or expired API key")
         # Auth off: clients that always send some key (the OpenAI SDK does) act as the default tenant.

@@ -15,6 +15,7 @@ import web
 from api import metrics, metrics_history
 from api.admission import build_answer_slots
 from api.body_guard import BodyGuard
+from api.early_refusal import EarlyRefusal, KnownKeys
 from api.errors import classify, error_response, install_error_handlers
 from api.mcp import http as mcp_http
 from api.metrics import PlatformMetrics
@@ -60,6 +61,7 @@ def build_state(settings: Settings, database: DatabaseHandle | None = None) -> A
     state.rate_limiter = build_rate_limiter(state)
     state.answer_slots = build_answer_slots(settings.qa)
     state.agent_runner = agents.build_runner(state)
+    state.known_keys = KnownKeys()
     return state
 
 
@@ -72,7 +74,9 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         state = state or build_state(settings)
         app.state.groundwork = state
         configure_tracing(settings.tracing, "groundwork-api")
-        count_round_trips(state.engine, state.metrics.sql_round_trips)
+        limiter = state.rate_limiter.database_engine if state.rate_limiter else None
+        for engine in filter(None, (state.engine, limiter)):  # the limiter's counters have their own
+            count_round_trips(engine, state.metrics.sql_round_trips)
         state.sampler = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         recovery = asyncio.create_task(agents.recover_runs(state))  # runs a killed process left running
@@ -85,6 +89,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
 
     app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(EarlyRefusal)  # after the body guard (401 first), inside request_context: logged
     app.add_middleware(BodyGuard, settings=settings)  # inside request_context: refusals are logged
 
     @app.middleware("http")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -75,6 +76,20 @@ class RateLimiter:
         self.requests = MovingWindowRateLimiter(storage)
         self.tokens = SlidingWindowCounterRateLimiter(storage)
         self.knobs = knobs
+        self.storage = storage
+
+    def _one_connection(self):
+        """A request's calls on one connection of the Postgres storage (Redis has no such need)."""
+        return self.storage.pinned() if isinstance(self.storage, PostgresStorage) else nullcontext()
+
+    @property
+    def database_engine(self) -> Engine | None:
+        """The storage's own engine, when the counters live in Postgres (its round trips count too)."""
+        return self.storage.engine if isinstance(self.storage, PostgresStorage) else None
+
+    def close(self) -> None:
+        if isinstance(self.storage, PostgresStorage):
+            self.storage.close()
 
     def _scope(self, kind: str, ident: str) -> _Scope:
         k = self.knobs
@@ -98,7 +113,10 @@ class RateLimiter:
 
     def admit(self, principal: Principal) -> Meter:
         """Count one request against every scope; 429 if a scope has no requests or tokens left."""
-        scopes = self.scopes(principal)
+        with self._one_connection():
+            return self._admit(self.scopes(principal))
+
+    def _admit(self, scopes: list[_Scope]) -> Meter:
         for s in scopes:
             for name, item in s.tokens.items():
                 if not self.tokens.test(item, name, s.kind, s.ident):
@@ -114,6 +132,10 @@ class RateLimiter:
 
     def charge(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Add used tokens; over a limit, use up what is left of it, so that the next request waits."""
+        with self._one_connection():
+            self._charge(scopes, costs)
+
+    def _charge(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         for s in scopes:
             for name, item in s.tokens.items():
                 cost = costs.get(name, 0)
@@ -125,6 +147,10 @@ class RateLimiter:
 
     def reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Take `costs` from every counter of every scope, or none of them: 429 when one lacks room."""
+        with self._one_connection():
+            self._reserve(scopes, costs)
+
+    def _reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         taken: list[tuple[_Scope, str, int]] = []
         for s in scopes:
             for name, item in s.tokens.items():
@@ -143,7 +169,8 @@ class RateLimiter:
 
     def give_back(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Return reserved tokens that were not used."""
-        self._give_back([(s, name, costs.get(name, 0)) for s in scopes for name in s.tokens])
+        with self._one_connection():
+            self._give_back([(s, name, costs.get(name, 0)) for s in scopes for name in s.tokens])
 
     def _give_back(self, taken: list[tuple[_Scope, str, int]]) -> None:
         for s, name, cost in taken:

@@ -11,6 +11,7 @@ from usecases.platform import Platform
 if TYPE_CHECKING:  # NOTE: the services import this module (they read the state): no import cycle
     from agents.runs.runner import AgentRunner
     from api.admission import AnswerSlots
+    from api.early_refusal import KnownKeys
     from api.metrics import PlatformMetrics
     from api.metrics_history import MetricsSampler
     from api.ratelimit import RateLimiter
@@ -23,11 +24,14 @@ class AppState(Platform):
     rate_limiter: RateLimiter | None = field(init=False)  # None with limits off
     answer_slots: AnswerSlots | None = field(init=False)  # None without an answer limit
     agent_runner: AgentRunner = field(init=False)
+    known_keys: KnownKeys = field(init=False)  # key -> tenant, for refusals before authentication
     sampler: MetricsSampler | None = None  # started by the app's lifespan (none without it)
 
     async def aclose(self) -> None:
         """Stop the API's services, then the platform's (at shutdown)."""
         self.agent_runner.shutdown()
+        if self.rate_limiter is not None:
+            self.rate_limiter.close()
         if self.sampler is not None:
             self.sampler.shutdown()
         await super().aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import event, select, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -16,6 +16,9 @@ KEY_PREFIX = "gw_"
 # The non-owner role API transactions run as; row-level security applies to it (migration 0005).
 APP_ROLE = "groundwork_app"
 SCOPES = ("read", "write", "admin")
+# `last_used_at` is kept to this precision: writing it on every request made each one a write
+# transaction (a flood of refused requests then loaded the database other tenants wait on).
+LAST_USED_PRECISION = timedelta(minutes=1)
 
 
 def scope_to_tenant(session: Session, tenant_id: uuid.UUID) -> None:
@@ -84,12 +87,13 @@ def create_api_key(
 
 
 def authenticate(session: Session, plain: str) -> ApiKey | None:
-    """The live (not revoked, not expired) key, or None; records its last use."""
+    """The live (not revoked, not expired) key, or None; records its last use (to the minute)."""
     row = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_api_key(plain)))
     now = datetime.now(UTC)
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
         return None
-    row.last_used_at = now
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION:
+        row.last_used_at = now
     return row
 
 

@@ -160,13 +160,18 @@ def _slo_failures(http: httpx.Client) -> float:
 
 def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa_collection, monkeypatch):
     """qa.max_concurrent_answers: one answer streaming holds the only slot; ask and chat get 503 +
-    Retry-After without waiting, before reserving any tokens, and count against their SLOs; once it
-    ends, answers are admitted again."""
+    Retry-After without waiting, before reserving any tokens (the ask before the rate limiter too),
+    and count against their SLOs; once it ends, answers are admitted again."""
+    import api.ratelimit as ratelimit
     import api.routers.ask as ask_route
     import api.routers.chat as chat_route
     from api.admission import build_answer_slots
 
     reserved: list[str] = []
+    limited: list[str] = []
+    monkeypatch.setattr(
+        ratelimit, "admit", lambda *a, _real=ratelimit.admit: limited.append("admit") or _real(*a)
+    )
     for module in (ask_route, chat_route):
 
         def counted(*args, _real=module.reserve, _name=module.__name__):
@@ -189,6 +194,7 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
                 assert next(line for line in lines if line.startswith("data: "))  # sources: slot held
                 start = time.monotonic()
                 reserved.clear()
+                limited.clear()
                 failed_before = _slo_failures(http)
                 busy = http.post("/v1/ask", json=ask)
                 chat = {"model": "rag/qa-docs", "messages": [{"role": "user", "content": QUESTION}]}
@@ -198,6 +204,9 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
                     assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
                     assert refused.json()["error"]["code"] == "answers_busy"
                 assert reserved == []  # a refusal touched no token counters
+                # The ask is refused before the rate limiter (api/early_refusal.py); chat's refusal
+                # needs its body's model, so it is counted first.
+                assert limited == ["admit"]
                 assert _slo_failures(http) == failed_before + 2
                 assert any('"type": "done"' in line for line in lines)  # the first answer completes
             assert http.post("/v1/ask", json=ask).status_code == 200
