@@ -61,6 +61,8 @@ class RunLease:
             self.lost = True
             session.rollback()
             raise LeaseLost(str(self.run_id))
+        if self._beating is not None:  # NOTE: a beat now would find the run not ours and cancel the
+            self._beating.cancel()  # segment while it publishes its result
 
     def keep_alive(self, segment: asyncio.Task) -> None:
         """Beat every third of `stale_after_s` while `segment` runs; cancel it once the run is lost

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -32,6 +32,7 @@ from agents.graphs.common import AgentDeps, Budgets
 from agents.mcp import McpPool, McpToolbox
 from agents.runs.checkpoints import open_checkpointer
 from agents.runs.escalation import NO_ANSWER, escalation_step, level, run_usage
+from agents.runs.events import RunEvents
 from agents.runs.lease import LeaseLost, RunLease
 from agents.runs.store import FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
@@ -69,7 +70,7 @@ class AgentRunner:
         self.leases: dict[uuid.UUID, RunLease] = {}
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # this runner, in every lease it holds
         self.recovery: durable.Recovery | None = None  # started by the API's lifespan (recovery.py)
-        self.listeners: dict[uuid.UUID, list[asyncio.Queue]] = {}
+        self.live = RunEvents()  # what listeners here are sent as the segments go
         self._cancelling: set[uuid.UUID] = set()
         self._saver = None
         self._pool = None
@@ -115,22 +116,6 @@ class AgentRunner:
         if task is not None:
             await asyncio.shield(task)
 
-    def subscribe(self, run_id: uuid.UUID) -> asyncio.Queue:
-        queue: asyncio.Queue = asyncio.Queue()
-        self.listeners.setdefault(run_id, []).append(queue)
-        return queue
-
-    async def events(self, run_id: uuid.UUID, queue: asyncio.Queue) -> AsyncIterator[dict]:
-        """The run's live events up to the end of the current segment (`final` or `requires_action`)."""
-        try:
-            while True:
-                event = await queue.get()
-                yield event
-                if event["type"] in ("final", "requires_action"):
-                    return
-        finally:
-            self.listeners.get(run_id, []).remove(queue)
-
     async def cancel(self, run: AgentRun, session: Session) -> None:
         task = self.tasks.get(run.id)
         if task is not None:
@@ -142,7 +127,7 @@ class AgentRunner:
         finish_run(run, "cancelled", {}, "cancelled while waiting for the caller")
         session.commit()
         await self._prune(run.id)
-        self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})
+        self.live.publish(run.id, {"type": "final", **run_dict(run, trace=False)})
 
     def shutdown(self) -> None:
         """Process exit: stop segments without marking them, so that another process resumes them
@@ -185,7 +170,7 @@ class AgentRunner:
                 session.rollback()
                 now = session.get(AgentRun, run_id, populate_existing=True)
                 if now is not None:
-                    self._publish(run_id, {"type": "final", **run_dict(now, trace=False)})
+                    self.live.publish(run_id, {"type": "final", **run_dict(now, trace=False)})
 
     async def _run_segment(self, run: AgentRun, session: Session, saver, resume: Any, fresh: bool) -> None:
         annotate(
@@ -212,7 +197,7 @@ class AgentRunner:
             # The graph ended without an answer: the next model runs the task again from the start.
             step = escalation_step(models[level(run.trace)], values)
             run.trace = [*run.trace, step]
-            self._publish(run.id, step)
+            self.live.publish(run.id, step)
             if self.escalated is not None:
                 self.escalated([{"from": step["from"], "reason": step["reason"]}])
             self._commit(run, session)
@@ -293,7 +278,7 @@ class AgentRunner:
                 "at": round(time.time(), 3),
             }
             run.trace = [*run.trace, event]
-            self._publish(run.id, event)
+            self.live.publish(run.id, event)
 
     async def _stream(self, run: AgentRun, session: Session, graph, graph_input, config) -> dict | None:
         """Stream one segment; returns the interrupt it paused on, if any."""
@@ -305,7 +290,7 @@ class AgentRunner:
                 ):
                     if mode == "custom":
                         run.trace = [*run.trace, data]
-                        self._publish(run.id, data)
+                        self.live.publish(run.id, data)
                     elif "__interrupt__" in data:
                         interrupt = data["__interrupt__"][0].value
                     elif mode == "updates":
@@ -327,7 +312,7 @@ class AgentRunner:
             lease.release(session)
             run.status, run.required_action = WAITING, interrupt
             session.commit()
-            self._publish(run.id, {"type": "requires_action", **run_dict(run, trace=False)})
+            self.live.publish(run.id, {"type": "requires_action", **run_dict(run, trace=False)})
             return
         finish_run(
             run,
@@ -338,14 +323,10 @@ class AgentRunner:
         lease.release(session)
         session.commit()
         await self._prune(run.id)
-        self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})
+        self.live.publish(run.id, {"type": "final", **run_dict(run, trace=False)})
 
     async def _prune(self, run_id: uuid.UUID) -> None:
         try:
             await (await self.saver()).adelete_thread(str(run_id))
         except psycopg.Error:  # recover() sweeps again later
             log.warning("could not prune checkpoints of run %s", run_id, exc_info=True)
-
-    def _publish(self, run_id: uuid.UUID, event: dict) -> None:
-        for queue in self.listeners.get(run_id, []):
-            queue.put_nowait(event)

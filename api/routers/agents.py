@@ -198,9 +198,9 @@ async def advance(
     (api/charging.py), whether the caller waits, streams, leaves or runs it in the background."""
     runner = await ready_runner(state)
     start_segment(runner, run, agent_gate(state, meter, run.tenant_id), resume, fresh)
-    queue = runner.subscribe(run.id) if stream else None  # (before the segment's first await)
+    queue = runner.live.subscribe(run.id) if stream else None  # (before the segment's first await)
     if stream:
-        return event_source(_sse(runner.events(run.id, queue)))
+        return event_source(_sse(runner.live.stream(run.id, queue)))
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
     await runner.wait(run.id)
@@ -338,8 +338,8 @@ async def chat_events(
     with state.sessions() as session:
         run = await create_run(state, session, tenant, body)
     start_segment(runner, run, agent_gate(state, meter, tenant), fresh=True)
-    queue = runner.subscribe(run.id)
-    async for event in runner.events(run.id, queue):
+    queue = runner.live.subscribe(run.id)
+    async for event in runner.live.stream(run.id, queue):
         if event["type"] != "final":
             continue
         usage = event["usage"] or {}

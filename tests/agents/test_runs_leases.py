@@ -145,6 +145,7 @@ def test_a_cancel_written_by_one_process_stops_the_run_another_drives(
         b = ScriptedRunner(session_factory, _settings(settings, stale_after_s), database_url, model)
         try:
             run_id = _new_run(session_factory)
+            listening = b.live.subscribe(run_id)  # a caller streaming the run from process B
             segment = b.start(run_id, fresh=True)
             await asyncio.wait_for(model.paused.wait(), 60)
             with session_factory() as session:  # the cancel route, in process A
@@ -157,6 +158,8 @@ def test_a_cancel_written_by_one_process_stops_the_run_another_drives(
             assert (run.status, run.finish_reason, run.answer) == ("cancelled", "cancelled", None)
             assert run.trace == at_cancel.trace  # B wrote nothing after the cancel
             assert len(model.seen) == (2 if stale_after_s > 1 else 1)  # and no LLM call after it
+            events = [e async for e in b.live.stream(run_id, listening)]  # it is told, and not left waiting
+            assert events[-1]["type"] == "final" and events[-1]["status"] == "cancelled", events[-1]
         finally:
             await a.close()
             await b.close()
