@@ -300,7 +300,7 @@ class EvalRun(_Timestamps, Base):
     items_done: Mapped[int] = mapped_column(Integer, default=0)
     metrics: Mapped[dict] = mapped_column(JSONB, default=dict)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    # The lease (core/durable.py): the task id of the worker holding the run (0013_durable_leases).
+    # The lease (core/durable.py): the task delivery holding the run (0013_durable_leases).
     claimed_by: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)

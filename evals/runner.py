@@ -69,7 +69,7 @@ def spread_sample(keys: list[str], n: int, seed: int = 0) -> list[str]:
 def claim(
     session: Session, run_id: uuid.UUID, owner: str, stale_after_s: float, max_attempts: int
 ) -> EvalRun | None:
-    """Take the run for `owner` (the task id) unless it is finished or another live worker holds
+    """Take the run for `owner` (a task's delivery) unless it is finished or another live worker holds
     it; a run claimed `max_attempts` times (its workers keep dying) fails instead."""
     running = {"status": JobStatus.running, "error": None}
     run = durable.claim(session, EvalRun, run_id, owner, stale_after_s, max_attempts, OPEN, **running)
@@ -105,7 +105,8 @@ def fail_run(session: Session, run_id: uuid.UUID, owner: str, reason: str) -> bo
 
 
 def run_eval(ctx: RunContext, run_id: uuid.UUID, owner: str) -> str:
-    """Evaluate the run to its end as `owner` (the task id); returns its final status (or 'skipped')."""
+    """Evaluate the run to its end as `owner` (a task's delivery: tasks.py); returns its final
+    status (or 'skipped')."""
     knobs = ctx.settings.ingestion
     with session_scope(ctx.sessions) as session:
         run = claim(session, run_id, owner, knobs.stale_after_s, knobs.max_attempts)

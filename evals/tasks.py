@@ -4,7 +4,7 @@ Recovery mirrors ingestion's (ingestion/recovery.py): each worker's main process
 core.durable.Recovery that looks, at start-up and every `ingestion.recovery_interval_s`, for
 running runs whose heartbeat is older than `ingestion.stale_after_s` (their worker died) and for
 queued runs nobody took within that time (a lost message), and sends them again. The task's
-claim (claimed_by = the task id) makes duplicate messages harmless.
+claim (claimed_by = the task id and its delivery) makes duplicate messages harmless.
 """
 
 from __future__ import annotations
@@ -46,8 +46,12 @@ def _context(app: Celery) -> RunContext:
 
 @shared_task(bind=True, name=EVAL_TASK, acks_late=True)
 def run_evaluation(self, run_id: str) -> str:
-    """Evaluate one run to its end (or until it is cancelled); safe to receive more than once."""
-    return run_eval(_context(self.app), uuid.UUID(run_id), self.request.id)
+    """Evaluate one run to its end (or until it is cancelled); safe to receive more than once.
+
+    NOTE: the lease's holder is this delivery of the message, not only its task id: a broker
+    delivers one message again, same task id, to a second worker (Redis after its visibility
+    timeout, an hour, while a long run still works); sharing a holder, both would write."""
+    return run_eval(_context(self.app), uuid.UUID(run_id), f"{self.request.id}/{uuid.uuid4().hex[:12]}")
 
 
 def find_stalled(session: Session, stale_after_s: float) -> list[uuid.UUID]:

@@ -47,7 +47,7 @@ def test_a_worker_whose_run_was_taken_over_stops_without_writing(session_factory
     run_id = _run(session_factory)
     assert _claim(session_factory, run_id, "task-1")
     assert not _claim(session_factory, run_id, "task-2")  # a duplicate message while task-1 is alive
-    assert _claim(session_factory, run_id, "task-1")  # its own message again (its worker died)
+    assert _claim(session_factory, run_id, "task-1")  # the holder again: an idempotent claim
     _silence(session_factory, run_id)
     assert _claim(session_factory, run_id, "task-2")  # task-1 went silent: task-2 takes the run over
     # task-1 comes back: its next progress write stops it, and its failure path writes nothing.
