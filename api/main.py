@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -12,6 +11,7 @@ from contextlib import asynccontextmanager, nullcontext
 from fastapi import FastAPI, Request
 
 import web
+from agents.runs.recovery import start_recovery
 from api import metrics, metrics_history
 from api.admission import build_answer_slots
 from api.body_guard import BodyGuard
@@ -79,12 +79,11 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
             count_round_trips(engine, state.metrics.sql_round_trips)
         state.sampler = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
-        recovery = asyncio.create_task(agents.recover_runs(state))  # runs a killed process left running
+        start_recovery(state.agent_runner)  # runs a dead process left: now, then now and then
         try:
             async with mcp_endpoint.running() if mcp_endpoint else nullcontext():
                 yield
         finally:
-            recovery.cancel()
             await state.aclose()
 
     app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)

@@ -272,6 +272,10 @@ class AgentRun(_Timestamps, Base):
     detail: Mapped[str | None] = mapped_column(Text)
     active_s: Mapped[float] = mapped_column(default=0.0)  # time spent running, for the wall-clock budget
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The lease of the segment working on it (core/durable.py, migration 0013_durable_leases).
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class EvalRun(_Timestamps, Base):
@@ -296,6 +300,8 @@ class EvalRun(_Timestamps, Base):
     items_done: Mapped[int] = mapped_column(Integer, default=0)
     metrics: Mapped[dict] = mapped_column(JSONB, default=dict)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # The lease (core/durable.py): the task delivery holding the run (0013_durable_leases).
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
 

@@ -17,11 +17,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import durable
 from core.database import session_scope
 from core.models import Collection, EvalItem, EvalRun, JobStatus
 from core.settings import Settings
@@ -66,46 +66,54 @@ def spread_sample(keys: list[str], n: int, seed: int = 0) -> list[str]:
     return [k for i, k in enumerate(keys) if i in picked]
 
 
-def claim(session: Session, run_id: uuid.UUID, stale_after_s: float, max_attempts: int) -> EvalRun | None:
-    """Take the run unless it is finished or another live worker holds it."""
-    run = session.get(EvalRun, run_id, with_for_update=True, populate_existing=True)
-    if run is None or run.status not in OPEN:
-        return None
-    now = session.execute(select(func.now())).scalar_one()
-    if (
-        run.status == JobStatus.running
-        and run.heartbeat_at
-        and run.heartbeat_at > now - timedelta(seconds=stale_after_s)
-    ):
-        return None  # a duplicate message while a live worker holds the run
-    if run.attempts >= max_attempts:
-        run.status, run.error = JobStatus.failed, f"gave up: the run's worker died {run.attempts} times"
-        return None
-    run.status, run.attempts, run.heartbeat_at, run.error = JobStatus.running, run.attempts + 1, now, None
+def claim(
+    session: Session, run_id: uuid.UUID, owner: str, stale_after_s: float, max_attempts: int
+) -> EvalRun | None:
+    """Take the run for `owner` (a task's delivery) unless it is finished or another live worker holds
+    it; a run claimed `max_attempts` times (its workers keep dying) fails instead."""
+    running = {"status": JobStatus.running, "error": None}
+    run = durable.claim(session, EvalRun, run_id, owner, stale_after_s, max_attempts, OPEN, **running)
+    if run is None:
+        session.execute(
+            update(EvalRun)
+            .where(EvalRun.id == run_id, EvalRun.status.in_(OPEN), EvalRun.attempts >= max_attempts)
+            .where(durable.claimable(EvalRun, owner, stale_after_s))
+            .values(
+                status=JobStatus.failed,
+                error=func.concat("gave up: the run's worker died ", EvalRun.attempts, " times"),
+            )
+        )
     return run
 
 
-def beat(session: Session, run_id: uuid.UUID, **values) -> None:
-    """Record progress and a heartbeat; Stop if the run was cancelled or deleted meanwhile."""
-    status = session.execute(
+def beat(session: Session, run_id: uuid.UUID, owner: str, **values) -> None:
+    """Record progress and a heartbeat; Stop if the run is no longer ours: cancelled, deleted, or
+    taken over by another worker while this one was silent (then this one writes nothing more)."""
+    if not durable.beat(session, EvalRun, [run_id], owner, (JobStatus.running,), **values):
+        raise Stop(str(run_id))  # (session_scope rolls back what the transaction wrote)
+
+
+def fail_run(session: Session, run_id: uuid.UUID, owner: str, reason: str) -> bool:
+    """Mark the run failed if `owner` still holds it (a worker that lost it writes nothing)."""
+    failed = session.execute(
         update(EvalRun)
-        .where(EvalRun.id == run_id)
-        .values(heartbeat_at=func.now(), **values)
-        .returning(EvalRun.status)
-    ).scalar_one_or_none()
-    if status is None or status != JobStatus.running:
-        raise Stop(str(status))
+        .where(EvalRun.id == run_id, EvalRun.status == JobStatus.running, EvalRun.claimed_by == owner)
+        .values(status=JobStatus.failed, error=reason)
+        .returning(EvalRun.id)
+    )
+    return failed.first() is not None
 
 
-def run_eval(ctx: RunContext, run_id: uuid.UUID) -> str:
-    """Evaluate the run to its end; returns its final status (or 'skipped')."""
+def run_eval(ctx: RunContext, run_id: uuid.UUID, owner: str) -> str:
+    """Evaluate the run to its end as `owner` (a task's delivery: tasks.py); returns its final
+    status (or 'skipped')."""
     knobs = ctx.settings.ingestion
     with session_scope(ctx.sessions) as session:
-        run = claim(session, run_id, knobs.stale_after_s, knobs.max_attempts)
+        run = claim(session, run_id, owner, knobs.stale_after_s, knobs.max_attempts)
         if run is None:
             return "skipped"
     try:
-        _evaluate(ctx, run_id)
+        _evaluate(ctx, run_id, owner)
     except Stop:
         _cleanup(ctx, run_id)
         return "stopped"
@@ -114,18 +122,14 @@ def run_eval(ctx: RunContext, run_id: uuid.UUID) -> str:
         reason = f"{type(exc).__name__}: {exc}"[:2000] if not isinstance(exc, ds.DatasetError) else str(exc)
         reason = ds.public_reason(reason, ctx.settings.data_dir)
         with session_scope(ctx.sessions) as session:
-            session.execute(
-                update(EvalRun)
-                .where(EvalRun.id == run_id, EvalRun.status == JobStatus.running)
-                .values(status=JobStatus.failed, error=reason)
-            )
+            fail_run(session, run_id, owner, reason)
         _cleanup(ctx, run_id)
         return "failed"
     _cleanup(ctx, run_id)
     return "succeeded"
 
 
-def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
+def _evaluate(ctx: RunContext, run_id: uuid.UUID, owner: str) -> None:
     with session_scope(ctx.sessions) as session:
         run = session.get(EvalRun, run_id)
         kind, dataset, config = run.kind, dict(run.dataset), dict(run.config)
@@ -159,9 +163,9 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
     # An agent run calls the model on the case's own functions: no collection.
     collection_id = None
     if corpus is not None:
-        collection_id = ensure_collection(ctx, run_id, corpus, lambda s, **v: beat(s, run_id, **v))
+        collection_id = ensure_collection(ctx, run_id, corpus, lambda s, **v: beat(s, run_id, owner, **v))
     with session_scope(ctx.sessions) as session:
-        beat(session, run_id, items_total=len(keys) * len(variants), progress={"stage": "evaluating"})
+        beat(session, run_id, owner, items_total=len(keys) * len(variants), progress={"stage": "evaluating"})
         done = set(
             session.execute(select(EvalItem.variant, EvalItem.item_key).where(EvalItem.run_id == run_id))
         )
@@ -180,6 +184,9 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
                 result = asyncio.run(evaluator.evaluate(session, key))
                 latency = (time.perf_counter() - start) * 1000
                 session.rollback()  # end the read transaction before the write
+                # NOTE: the beat first: it locks the run row, so no worker can take the run over
+                # between our check that it is still ours and the item's commit.
+                beat(session, run_id, owner, items_done=EvalRun.items_done + 1)
                 session.add(
                     EvalItem(
                         run_id=run_id,
@@ -194,8 +201,7 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID) -> None:
                         worker=ctx.worker,
                     )
                 )
-                beat(session, run_id, items_done=EvalRun.items_done + 1)
-    _finish(ctx, run_id, kind, variants)
+    _finish(ctx, run_id, owner, kind, variants)
 
 
 def aggregate(session: Session, run_id: uuid.UUID, variants: list[dict]) -> dict:
@@ -215,13 +221,13 @@ def aggregate(session: Session, run_id: uuid.UUID, variants: list[dict]) -> dict
     return out
 
 
-def _finish(ctx: RunContext, run_id: uuid.UUID, kind: str, variants: list[dict]) -> None:
+def _finish(ctx: RunContext, run_id: uuid.UUID, owner: str, kind: str, variants: list[dict]) -> None:
     with session_scope(ctx.sessions) as session:
         by_variant = aggregate(session, run_id, variants)
         metrics = {"variants": by_variant, **by_variant[variants[0]["label"]]}
         if len(variants) > 1:
             metrics["sweep"] = sweep_table(kind, variants, by_variant)
-        beat(session, run_id, metrics=metrics, progress={"stage": "done"})
+        beat(session, run_id, owner, metrics=metrics, progress={"stage": "done"})
         session.execute(update(EvalRun).where(EvalRun.id == run_id).values(status=JobStatus.succeeded))
 
 

@@ -1,4 +1,5 @@
-"""Stuck-job recovery. Every worker runs `Reaper` in its main process:
+"""Stuck-job recovery. Every worker runs `reaper` (a core.durable.Recovery) in its main process,
+once at start-up and then every `ingestion.recovery_interval_s`:
 
 1. a claimed document whose heartbeat is older than `stale_after_s` lost its worker (SIGKILL, OOM,
    host gone): it goes back to `queued` and a new message is sent, or it fails once it has been
@@ -16,13 +17,13 @@ does nothing (ingestion/state.py).
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from datetime import timedelta
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import durable
 from core.database import session_scope
 from core.models import Document, DocumentStatus, IngestionJob
 from ingestion import state
@@ -55,15 +56,7 @@ def find_stuck(
     """Re-queue or fail what dead workers left; returns (document id, job id) pairs to send."""
     now = state.db_now(session)
     cutoff = now - timedelta(seconds=stale_after_s)
-    dead = (
-        session.execute(
-            select(Document)
-            .where(Document.status.in_(state.IN_PROGRESS), Document.heartbeat_at < cutoff)
-            .with_for_update(skip_locked=True)
-        )
-        .scalars()
-        .all()
-    )
+    dead = durable.find_stalled(session, Document, state.IN_PROGRESS, stale_after_s)
     resend: list[tuple[uuid.UUID, uuid.UUID]] = []
     for doc in dead:
         if doc.attempts >= max_attempts:
@@ -137,22 +130,15 @@ def purge_broker_rows(sessions: sessionmaker[Session], max_age_s: float) -> int:
     return deleted
 
 
-class Reaper(threading.Thread):
-    def __init__(self, sessions: sessionmaker[Session], send, settings) -> None:
-        super().__init__(name="ingest-reaper", daemon=True)
-        self._sessions, self._send, self._settings = sessions, send, settings.ingestion
-        self._stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self._stopping.wait(self._settings.recovery_interval_s):
-            try:
-                knobs = self._settings
-                recover(
-                    self._sessions, self._send, knobs.stale_after_s, knobs.max_attempts, knobs.outbox_grace_s
-                )
-                purge_broker_rows(self._sessions, knobs.broker_rows_max_age_s)
-            except Exception:  # the database may be restarting; try again next round
-                log.warning("recovery pass failed", exc_info=True)
-
-    def stop(self) -> None:
-        self._stopping.set()
+def reaper(sessions: sessionmaker[Session], send, settings) -> durable.Recovery:
+    """The worker's recovery thread: a pass at start-up (what the last worker left), then every
+    `ingestion.recovery_interval_s`."""
+    knobs = settings.ingestion
+    passes = [
+        (
+            "stuck ingestion",
+            lambda: recover(sessions, send, knobs.stale_after_s, knobs.max_attempts, knobs.outbox_grace_s),
+        ),
+        ("broker rows", lambda: purge_broker_rows(sessions, knobs.broker_rows_max_age_s)),
+    ]
+    return durable.Recovery("ingest-reaper", passes, knobs.recovery_interval_s)

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import case, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
+from core import durable
 from core.models import Chunk, Collection, Document, DocumentStatus, IngestionJob, JobStatus
 
 INDEXED = (DocumentStatus.indexed, DocumentStatus.indexed_with_warnings)
@@ -174,23 +175,13 @@ def set_stage(session: Session, claims: list[Claim], status: DocumentStatus) -> 
     """Move the claimed documents to `status`; returns the ids still ours (the others are superseded)."""
     if not claims:
         return set()
-    rows = session.execute(
-        update(Document)
-        .where(Document.id.in_([c.document_id for c in claims]), Document.claimed_by == claims[0].task_id)
-        .where(Document.status.in_(IN_PROGRESS))
-        .values(status=status, heartbeat_at=func.now())
-        .returning(Document.id)
-    )
-    return set(rows.scalars())
+    ids = [c.document_id for c in claims]
+    return durable.beat(session, Document, ids, claims[0].task_id, IN_PROGRESS, status=status)
 
 
 def heartbeat(session: Session, claims: list[Claim]) -> None:
     """All claims of one task: same task id."""
-    session.execute(
-        update(Document)
-        .where(Document.id.in_([c.document_id for c in claims]), Document.claimed_by == claims[0].task_id)
-        .values(heartbeat_at=func.now())
-    )
+    durable.beat(session, Document, [c.document_id for c in claims], claims[0].task_id)
     session.execute(
         update(IngestionJob)
         .where(IngestionJob.id.in_({c.job_id for c in claims}))

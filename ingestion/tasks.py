@@ -12,17 +12,18 @@ from celery import current_app, shared_task
 from celery.signals import worker_ready, worker_shutdown
 
 from core.database import make_engine, make_session_factory, session_scope
+from core.durable import Recovery
 from ingestion import state, tracing  # noqa: F401 (tracing connects the task signals)
 from ingestion.errors import INTERNAL_ERROR, is_transient
 from ingestion.liveness import AliveLock
 from ingestion.pipeline import PipelineContext, process_documents
-from ingestion.recovery import Reaper
+from ingestion.recovery import reaper
 from ingestion.uploads import INGEST_TASK, enqueue
 
 log = logging.getLogger(__name__)
 
 _CONTEXTS: dict[int, PipelineContext] = {}
-_REAPERS: list[Reaper | AliveLock] = []
+_REAPERS: list[Recovery | AliveLock] = []
 
 
 def _context(app=None) -> PipelineContext:
@@ -93,12 +94,12 @@ def _start_reaper(sender=None, **_) -> None:
     if settings.ingestion.recovery_interval_s <= 0:
         return
     sessions = make_session_factory(engine)
-    reaper = Reaper(sessions, lambda job_id, ids: enqueue(app, settings, job_id, ids), settings)
-    reaper.start()
-    _REAPERS.append(reaper)
+    recovery = reaper(sessions, lambda job_id, ids: enqueue(app, settings, job_id, ids), settings)
+    recovery.start()
+    _REAPERS.append(recovery)
 
 
 @worker_shutdown.connect
 def _stop_reaper(**_) -> None:
-    for reaper in _REAPERS:
-        reaper.stop()
+    for thread in _REAPERS:
+        thread.stop()

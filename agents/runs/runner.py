@@ -3,17 +3,23 @@
 A run is one LangGraph thread (thread id = run id) on the Postgres checkpointer. It advances in
 segments: from the start, or from a `Command(resume=...)` with client tool outputs or a reviewed
 plan, until it finishes or pauses on an interrupt. Between segments nothing lives in memory, so a
-run waiting for its caller survives an API restart; one cut mid-segment is resumed from its last
-checkpoint by `recover()` when the next process starts.
+run waiting for its caller survives an API restart.
+
+Each segment holds a lease on its run (agents/runs/lease.py): claimed before it starts, beaten
+while it runs, checked in the transaction of every step it records, released with its result. A
+segment cut by a dead process is resumed from its last checkpoint by a recovery
+pass every API process runs at start-up and every `agents.recovery_interval_s`
+(agents/runs/recovery.py); of several processes, the one whose claim succeeds resumes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -24,10 +30,13 @@ from agents.chat_model import AgentChatModel, TokenGate, TokenLimitReached
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.mcp import McpPool, McpToolbox
-from agents.runs.checkpoints import open_checkpointer, prune_finished
+from agents.runs.checkpoints import open_checkpointer
 from agents.runs.escalation import NO_ANSWER, escalation_step, level, run_usage
-from agents.runs.store import ACTIVE, FINISHED, WAITING, finish_run, run_dict
+from agents.runs.events import RunEvents
+from agents.runs.lease import LeaseLost, RunLease
+from agents.runs.store import FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
+from core import durable
 from core.models import AgentRun
 from core.settings import Settings
 from core.tracing import annotate, traced
@@ -58,13 +67,14 @@ class AgentRunner:
         self.gate_for = gate_for
         self.gates: dict[uuid.UUID, TokenGate] = {}
         self.tasks: dict[uuid.UUID, asyncio.Task] = {}
-        self.listeners: dict[uuid.UUID, list[asyncio.Queue]] = {}
+        self.leases: dict[uuid.UUID, RunLease] = {}
+        self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # this runner, in every lease it holds
+        self.recovery: durable.Recovery | None = None  # started by the API's lifespan (recovery.py)
+        self.live = RunEvents()  # what listeners here are sent as the segments go
         self._cancelling: set[uuid.UUID] = set()
         self._saver = None
         self._pool = None
         self._lock = asyncio.Lock()
-        self._recovering = asyncio.Lock()
-        self.recovered = False
 
     async def saver(self):
         async with self._lock:
@@ -76,66 +86,35 @@ class AgentRunner:
 
     def start(
         self, run_id: uuid.UUID, resume: Any = None, fresh: bool = False, gate: TokenGate | None = None
-    ) -> asyncio.Task:
-        """Run the next segment in the background (from the start, a resume value, or the last
-        checkpoint); its LLM calls are charged through `gate`."""
+    ) -> asyncio.Task | None:
+        """Claim the run and run its next segment in the background (from the start, a resume
+        value, or the last checkpoint), its LLM calls charged through `gate`; None if a live
+        segment (of this process or another) holds the run, or it is finished."""
         if run_id in self.tasks:
             raise RuntimeError(f"run {run_id} is already working")
+        lease = RunLease(self.sessions, self.process, run_id, self.settings.agents.stale_after_s)
+        if not lease.claim():
+            return None
         if gate is not None:
             self.gates[run_id] = gate
+        self.leases[run_id] = lease
         task = asyncio.create_task(self._drive(run_id, resume, fresh))
         self.tasks[run_id] = task
+        lease.keep_alive(task)
 
         def done(_: asyncio.Task) -> None:
             if self.tasks.get(run_id) is task:
                 self.tasks.pop(run_id, None)
                 self.gates.pop(run_id, None)
+                self.leases.pop(run_id, None)
 
         task.add_done_callback(done)
         return task
-
-    async def recover(self) -> list[uuid.UUID]:
-        """Resume runs a previous process left mid-segment; prune finished runs' checkpoints.
-        Once per process (at start-up, or by the first agents route that finds it not done)."""
-        async with self._recovering:
-            if self.recovered:
-                return []
-            await self.saver()
-            self.recovered = True
-            return self._resume_active()
-
-    def _resume_active(self) -> list[uuid.UUID]:
-        with self.sessions() as session:
-            ids = [r.id for r in session.query(AgentRun).filter(AgentRun.status.in_(ACTIVE))]
-            pruned = prune_finished(session)
-            session.commit()
-        if pruned:
-            log.info("pruned checkpoints of %d finished agent runs", pruned)
-        for run_id in ids:
-            if run_id not in self.tasks:
-                self.start(run_id)
-        return ids
 
     async def wait(self, run_id: uuid.UUID) -> None:
         task = self.tasks.get(run_id)
         if task is not None:
             await asyncio.shield(task)
-
-    def subscribe(self, run_id: uuid.UUID) -> asyncio.Queue:
-        queue: asyncio.Queue = asyncio.Queue()
-        self.listeners.setdefault(run_id, []).append(queue)
-        return queue
-
-    async def events(self, run_id: uuid.UUID, queue: asyncio.Queue) -> AsyncIterator[dict]:
-        """The run's live events up to the end of the current segment (`final` or `requires_action`)."""
-        try:
-            while True:
-                event = await queue.get()
-                yield event
-                if event["type"] in ("final", "requires_action"):
-                    return
-        finally:
-            self.listeners.get(run_id, []).remove(queue)
 
     async def cancel(self, run: AgentRun, session: Session) -> None:
         task = self.tasks.get(run.id)
@@ -148,10 +127,13 @@ class AgentRunner:
         finish_run(run, "cancelled", {}, "cancelled while waiting for the caller")
         session.commit()
         await self._prune(run.id)
-        self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})
+        self.live.publish(run.id, {"type": "final", **run_dict(run, trace=False)})
 
     def shutdown(self) -> None:
-        """Process exit: stop segments without marking them, so the next process resumes them."""
+        """Process exit: stop segments without marking them, so that another process resumes them
+        once their leases go stale."""
+        if self.recovery is not None:
+            self.recovery.stop()
         for task in list(self.tasks.values()):
             task.cancel()
 
@@ -174,47 +156,64 @@ class AgentRunner:
 
     @traced("invoke_agent", {"gen_ai.operation.name": "invoke_agent"})
     async def _drive(self, run_id: uuid.UUID, resume: Any, fresh: bool) -> None:
+        saver = await self.saver()  # NOTE: before any session: its first use may create tables
         with self.sessions() as session:
             run = session.get(AgentRun, run_id)
             if run is None or run.status in FINISHED:
                 return
-            annotate(
-                {"gen_ai.agent.name": run.agent, "groundwork.run_id": str(run.id)},
-                f"invoke_agent {run.agent}",
-            )
             try:
-                graph = BUILDERS[run.agent]().compile(checkpointer=await self.saver())
-                deps = await self.deps(run)  # (starting an MCP server takes seconds)
-            except asyncio.CancelledError:
-                if not self._cancelled_by_caller(run_id):
-                    raise
-                await self._record(run, session, dict(CANCELLED), None)
-                return
-            self._note_unavailable(run, deps.mcp)
-            graph_input: Any = (
-                {"task": run.input, "usage": {}}
-                if fresh
-                else (Command(resume=resume) if resume is not None else None)
+                await self._run_segment(run, session, saver, resume, fresh)
+            except LeaseLost:
+                # NOTE: nothing of this segment was written after the run stopped being ours; the
+                # listeners here see what the row says now (cancelled, or working elsewhere).
+                log.info("agent run %s was cancelled or taken over elsewhere; its segment stopped", run_id)
+                session.rollback()
+                now = session.get(AgentRun, run_id, populate_existing=True)
+                if now is not None:
+                    self.live.publish(run_id, {"type": "final", **run_dict(now, trace=False)})
+
+    async def _run_segment(self, run: AgentRun, session: Session, saver, resume: Any, fresh: bool) -> None:
+        annotate(
+            {"gen_ai.agent.name": run.agent, "groundwork.run_id": str(run.id)},
+            f"invoke_agent {run.agent}",
+        )
+        try:
+            graph = BUILDERS[run.agent]().compile(checkpointer=saver)
+            deps = await self.deps(run)  # (starting an MCP server takes seconds)
+        except asyncio.CancelledError:
+            if not self._cancelled_by_caller(run.id):
+                raise
+            await self._record(run, session, dict(CANCELLED), None)
+            return
+        self._note_unavailable(run, deps.mcp)
+        graph_input: Any = Command(resume=resume) if resume is not None else None
+        if fresh:
+            graph_input = {"task": run.input, "usage": {}}
+        run.status, run.required_action = "running", {}
+        self._commit(run, session)
+        values, interrupt, ended = await self._segment(run, session, graph, graph_input, deps)
+        models = [rung.name for rung in self.models()]
+        while ended and values.get("finish_reason") in NO_ANSWER and level(run.trace) + 1 < len(models):
+            # The graph ended without an answer: the next model runs the task again from the start.
+            step = escalation_step(models[level(run.trace)], values)
+            run.trace = [*run.trace, step]
+            self.live.publish(run.id, step)
+            if self.escalated is not None:
+                self.escalated([{"from": step["from"], "reason": step["reason"]}])
+            self._commit(run, session)
+            await self._prune(run.id)
+            retry = self._deps(run)
+            retry.mcp = deps.mcp
+            values, interrupt, ended = await self._segment(
+                run, session, graph, {"task": run.input, "usage": {}}, retry
             )
-            run.status, run.required_action = "running", {}
-            session.commit()
-            values, interrupt, ended = await self._segment(run, session, graph, graph_input, deps)
-            models = [rung.name for rung in self.models()]
-            while ended and values.get("finish_reason") in NO_ANSWER and level(run.trace) + 1 < len(models):
-                # The graph ended without an answer: the next model runs the task again from the start.
-                step = escalation_step(models[level(run.trace)], values)
-                run.trace = [*run.trace, step]
-                self._publish(run.id, step)
-                if self.escalated is not None:
-                    self.escalated([{"from": step["from"], "reason": step["reason"]}])
-                session.commit()
-                await self._prune(run.id)
-                retry = self._deps(run)
-                retry.mcp = deps.mcp
-                values, interrupt, ended = await self._segment(
-                    run, session, graph, {"task": run.input, "usage": {}}, retry
-                )
-            await self._record(run, session, values, interrupt)
+        await self._record(run, session, values, interrupt)
+
+    def _commit(self, run: AgentRun, session: Session) -> None:
+        """Record the step, in one transaction with the check that the run is still this
+        segment's (LeaseLost, nothing written, if it was cancelled or taken over elsewhere)."""
+        self.leases[run.id].hold(session)
+        session.commit()
 
     async def _segment(
         self, run: AgentRun, session: Session, graph, graph_input: Any, deps: AgentDeps
@@ -239,10 +238,12 @@ class AgentRunner:
         except asyncio.CancelledError:
             run.active_s += time.monotonic() - started
             if not self._cancelled_by_caller(run.id):
-                session.commit()
-                raise  # shutting down: the run stays "running" for recover()
+                self._commit(run, session)
+                raise  # shutting down: the run stays "running" until another process resumes it
             values = dict(CANCELLED)
             started = time.monotonic()
+        except LeaseLost:
+            raise
         except Exception as exc:
             log.exception("agent run %s failed", run.id)
             values = {"finish_reason": "error", "detail": f"{type(exc).__name__}: {exc}"}
@@ -258,7 +259,10 @@ class AgentRunner:
         return deps
 
     def _cancelled_by_caller(self, run_id: uuid.UUID) -> bool:
-        """Whether a CancelledError is the caller's cancel (else: shutting down)."""
+        """Whether a CancelledError is the caller's cancel (else: shutting down); LeaseLost if it
+        is the lease's (the run was cancelled or taken over elsewhere)."""
+        if self.leases[run_id].lost:
+            raise LeaseLost(str(run_id))
         if run_id not in self._cancelling:
             return False
         self._cancelling.discard(run_id)
@@ -274,7 +278,7 @@ class AgentRunner:
                 "at": round(time.time(), 3),
             }
             run.trace = [*run.trace, event]
-            self._publish(run.id, event)
+            self.live.publish(run.id, event)
 
     async def _stream(self, run: AgentRun, session: Session, graph, graph_input, config) -> dict | None:
         """Stream one segment; returns the interrupt it paused on, if any."""
@@ -286,11 +290,11 @@ class AgentRunner:
                 ):
                     if mode == "custom":
                         run.trace = [*run.trace, data]
-                        self._publish(run.id, data)
+                        self.live.publish(run.id, data)
                     elif "__interrupt__" in data:
                         interrupt = data["__interrupt__"][0].value
                     elif mode == "updates":
-                        session.commit()  # the trace so far, for GET while the run works
+                        self._commit(run, session)  # the trace so far, for GET while the run works
                 return interrupt
             except psycopg.OperationalError:
                 if attempt == RETRIES - 1:
@@ -303,10 +307,12 @@ class AgentRunner:
     async def _record(self, run: AgentRun, session: Session, values: dict, interrupt: dict | None) -> None:
         run.usage = run_usage(values.get("usage"), run.trace) if values.get("usage") else run.usage
         run.plan = values.get("plan") or run.plan
+        lease = self.leases[run.id]
         if interrupt is not None and not values.get("finish_reason"):
+            lease.release(session)
             run.status, run.required_action = WAITING, interrupt
             session.commit()
-            self._publish(run.id, {"type": "requires_action", **run_dict(run, trace=False)})
+            self.live.publish(run.id, {"type": "requires_action", **run_dict(run, trace=False)})
             return
         finish_run(
             run,
@@ -314,16 +320,13 @@ class AgentRunner:
             values,
             None if values.get("finish_reason") else "the graph ended without an answer",
         )
+        lease.release(session)
         session.commit()
         await self._prune(run.id)
-        self._publish(run.id, {"type": "final", **run_dict(run, trace=False)})
+        self.live.publish(run.id, {"type": "final", **run_dict(run, trace=False)})
 
     async def _prune(self, run_id: uuid.UUID) -> None:
         try:
             await (await self.saver()).adelete_thread(str(run_id))
         except psycopg.Error:  # recover() sweeps again later
             log.warning("could not prune checkpoints of run %s", run_id, exc_info=True)
-
-    def _publish(self, run_id: uuid.UUID, event: dict) -> None:
-        for queue in self.listeners.get(run_id, []):
-            queue.put_nowait(event)

@@ -116,11 +116,17 @@ def build_runner(state: AppState) -> AgentRunner:
 
 
 async def ready_runner(state: AppState) -> AgentRunner:
-    """The runner; on first use in this process it resumes runs a previous process left mid-way."""
-    runner = state.agent_runner
-    if not runner.recovered:
-        await runner.recover()
-    return runner
+    """The runner, its checkpoint tables made (runs a dead process left are resumed by its
+    recovery thread: agents/runs/recovery.py)."""
+    await state.agent_runner.saver()
+    return state.agent_runner
+
+
+def start_segment(runner: AgentRunner, run: AgentRun, gate, resume: Any = None, fresh: bool = False) -> None:
+    """Claim the run and start its next segment; 409 if a segment (here or in another API
+    process) holds it: two callers answered the same pause at once."""
+    if runner.start(run.id, resume=resume, fresh=fresh, gate=gate) is None:
+        raise ApiError(409, "run_busy", f"run {run.id} is already working")
 
 
 def check_mcp_servers(state: AppState, session: Session, tenant: uuid.UUID, names: list[str]) -> list[str]:
@@ -145,18 +151,6 @@ def check_client_tool_sizes(tools: list[dict], limit: int) -> None:
                 f"client tool {name!r} is {size} characters of JSON; at most {limit} "
                 "(agents.max_client_tool_chars): its schema goes into every prompt and grammar",
             )
-
-
-async def recover_runs(state: AppState) -> None:
-    """At API start-up: resume the runs a killed process left `running` (not only when some agents
-    route is called)."""
-    try:
-        ids = await state.agent_runner.recover()
-    except Exception:  # the database may still be starting; the first agents route tries again
-        log.warning("agent runs not recovered at start-up", exc_info=True)
-        return
-    if ids:
-        log.info("resumed %d agent runs left running by a previous process", len(ids))
 
 
 async def create_run(state: AppState, session: Session, tenant: uuid.UUID, body: RunBody) -> AgentRun:
@@ -203,10 +197,10 @@ async def advance(
     Every segment is admitted by the rate limits, and each of its LLM calls charged to the caller
     (api/charging.py), whether the caller waits, streams, leaves or runs it in the background."""
     runner = await ready_runner(state)
-    queue = runner.subscribe(run.id) if stream else None
-    runner.start(run.id, resume=resume, fresh=fresh, gate=agent_gate(state, meter, run.tenant_id))
+    start_segment(runner, run, agent_gate(state, meter, run.tenant_id), resume, fresh)
+    queue = runner.live.subscribe(run.id) if stream else None  # (before the segment's first await)
     if stream:
-        return event_source(_sse(runner.events(run.id, queue)))
+        return event_source(_sse(runner.live.stream(run.id, queue)))
     if background:
         return JSONResponse(run_dict(run, trace=False), status_code=202)
     await runner.wait(run.id)
@@ -343,9 +337,9 @@ async def chat_events(
     runner = await ready_runner(state)
     with state.sessions() as session:
         run = await create_run(state, session, tenant, body)
-    queue = runner.subscribe(run.id)
-    runner.start(run.id, fresh=True, gate=agent_gate(state, meter, tenant))
-    async for event in runner.events(run.id, queue):
+    start_segment(runner, run, agent_gate(state, meter, tenant), fresh=True)
+    queue = runner.live.subscribe(run.id)
+    async for event in runner.live.stream(run.id, queue):
         if event["type"] != "final":
             continue
         usage = event["usage"] or {}

@@ -1,4 +1,5 @@
-"""Settings of agent runs (see agents/README.md): bounds on what a caller may hand a run."""
+"""Settings of agent runs (see agents/README.md): bounds on what a caller may hand a run, and the
+leases of running segments (core/durable.py)."""
 
 from pydantic import BaseModel, Field
 
@@ -13,4 +14,15 @@ class AgentSettings(BaseModel):
         description="Most characters of one client tool's JSON definition. Its schema is written into "
         "every prompt and compiled into the call grammar: one larger than a small model's context "
         "(a 50,000-value enum) cannot work, so the run is refused (422) instead of failing later.",
+    )
+    stale_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A running segment beats every third of this; one silent this long lost its process "
+        "(killed, host gone) and the run is resumed from its last checkpoint by another API process.",
+    )
+    recovery_interval_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="How often each API process looks for runs to resume (also once at start-up).",
     )

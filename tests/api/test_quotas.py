@@ -122,7 +122,7 @@ def test_eval_ingest_stops_at_the_document_quota(settings, session_factory):
     with session_scope(session_factory) as session:
         run_id = service.create_run(session, strict, tenant, body, None).id
     ctx = runner.RunContext(strict, session_factory, "test@local", make_backend=lambda: None)
-    assert runner.run_eval(ctx, run_id) == "failed"
+    assert runner.run_eval(ctx, run_id, "test-task") == "failed"
     with session_factory() as session:
         error = session.get(EvalRun, run_id).error
     assert "document quota" in error, error
