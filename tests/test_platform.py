@@ -9,6 +9,7 @@ import pytest
 
 from agents.runs.runner import AgentRunner
 from api.admission import AnswerSlots
+from api.early_refusal import KnownKeys
 from api.metrics import PlatformMetrics
 from api.metrics_history import MetricsSampler
 from api.ratelimit import RateLimiter
@@ -16,7 +17,9 @@ from api.state import AppState
 from usecases.platform import Platform
 
 # What api/state.py imports for type checking only.
-_SERVICES = {c.__name__: c for c in (AgentRunner, AnswerSlots, PlatformMetrics, MetricsSampler, RateLimiter)}
+_SERVICES = {
+    c.__name__: c for c in (AgentRunner, AnswerSlots, KnownKeys, PlatformMetrics, MetricsSampler, RateLimiter)
+}
 
 
 @pytest.mark.unit
