@@ -9,10 +9,12 @@ the key, so concurrent API processes cannot both take the last unit of a window.
 host's epoch seconds, as the library's window keys are.
 
 One request's checks (about eight calls of the library: each scope's windows, then its headers) run
-on one connection (`pinned`), not one checkout (and pre-ping) each. The storage has its own small
-engine whose commits do not wait for the WAL flush (`synchronous_commit=off`): a crash may forget
-the last fraction of a second of counts, which a rate limit can afford, while every admitted
-request no longer waits for two fsyncs (under a flood, on the disk other tenants' answers use).
+in one transaction (`pinned`), not one checkout, pre-ping and commit each: under load every round
+trip is a wait for the interpreter lock too. A refusal rolls back the request's earlier hits.
+The storage has its own small engine whose commits do not wait for the WAL flush
+(`synchronous_commit=off`): a crash may forget the last fraction of a second of counts, which a
+rate limit can afford, while an admitted request no longer waits for fsyncs (under a flood, on the
+disk other tenants' answers use).
 """
 
 from __future__ import annotations
@@ -67,11 +69,11 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
 
     @contextmanager
     def pinned(self) -> Iterator[None]:
-        """Run the calls made inside on one connection (each still its own transaction)."""
+        """Run the calls made inside in one transaction, committed at the end (rolled back on error)."""
         if self._pinned.get() is not None:
             yield
             return
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             token = self._pinned.set(conn)
             try:
                 yield
@@ -88,8 +90,7 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
             with self.engine.begin() as conn:
                 yield conn
         else:
-            with conn.begin():
-                yield conn
+            yield conn
 
     @property
     def base_exceptions(self) -> type[Exception]:

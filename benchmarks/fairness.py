@@ -55,16 +55,27 @@ def _ask_body(i: int) -> dict:
     }
 
 
-async def victim(client: httpx.AsyncClient, headers: dict, asks: int) -> tuple[list[float], list[int]]:
-    """B's asks one after another: latencies of the answered ones, and every status."""
-    latencies, statuses = [], []
+async def victim(
+    client: httpx.AsyncClient, headers: dict, asks: int
+) -> tuple[list[float], list[int], list[dict]]:
+    """B's asks one after another: latencies of the answered ones, every status, and each answer's
+    stage timings with `outside_ms`, the time spent outside the answer pipeline (middlewares,
+    authentication, the rate limiter, the turn's record, HTTP)."""
+    latencies, statuses, stages = [], [], []
     for i in range(asks):
         start = time.perf_counter()
         resp = await client.post("/v1/ask", json=_ask_body(i), headers=headers)
         statuses.append(resp.status_code)
         if resp.status_code == 200:
             latencies.append((time.perf_counter() - start) * 1000)
-    return latencies, statuses
+            timings = resp.json()["timings"]
+            stages.append({**timings, "outside_ms": latencies[-1] - timings.get("total_ms", 0.0)})
+    return latencies, statuses, stages
+
+
+def median_stages(stages: list[dict]) -> dict[str, float]:
+    names = sorted({name for s in stages for name in s})
+    return {name: round(float(np.median([s.get(name, 0.0) for s in stages])), 1) for name in names}
 
 
 async def flood(
@@ -106,11 +117,11 @@ async def flood(
 async def measure(base_url: str, b: dict, d: dict, args) -> dict:
     async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
         await victim(client, b, 2)  # warm-up: models loaded
-        unloaded, unloaded_status = await victim(client, b, args.asks)
+        unloaded, unloaded_status, unloaded_stages = await victim(client, b, args.asks)
         stop = asyncio.Event()
         flooding = asyncio.create_task(flood(client, d, args.flood_clients, args.flood_agents, stop))
         await asyncio.sleep(args.ramp_s)  # the flood is running before B asks
-        loaded, loaded_status = await victim(client, b, args.asks)
+        loaded, loaded_status, loaded_stages = await victim(client, b, args.asks)
         stop.set()
         counts = await flooding
     return {
@@ -121,6 +132,10 @@ async def measure(base_url: str, b: dict, d: dict, args) -> dict:
         "p95_ratio": p95(loaded) / p95(unloaded) if loaded else None,
         "b_refused": sum(s != 200 for s in unloaded_status + loaded_status),
         "b_statuses": loaded_status,
+        "b_stage_medians_ms": {
+            "unloaded": median_stages(unloaded_stages),
+            "flooded": median_stages(loaded_stages),
+        },
         "flooder": counts,
     }
 
@@ -171,6 +186,7 @@ def main() -> None:
     )
     Console().print(table)
     Console().print("flooder:", report["flooder"])
+    Console().print("B's stage medians (ms):", report["b_stage_medians_ms"])
 
 
 if __name__ == "__main__":
