@@ -8,11 +8,10 @@ import random
 import socket
 import uuid
 
-from celery import current_app, shared_task
+from celery import Celery, current_app, shared_task
 from celery.signals import worker_ready, worker_shutdown
 
 from core.database import make_engine, make_session_factory, session_scope
-from core.durable import Recovery
 from ingestion import state, tracing  # noqa: F401 (tracing connects the task signals)
 from ingestion.errors import INTERNAL_ERROR, is_transient
 from ingestion.liveness import AliveLock
@@ -22,25 +21,25 @@ from ingestion.uploads import INGEST_TASK, enqueue
 
 log = logging.getLogger(__name__)
 
-_CONTEXTS: dict[int, PipelineContext] = {}
-_REAPERS: list[Recovery | AliveLock] = []
 
+def _context(app) -> PipelineContext:
+    """This worker process's pipeline context, built on its first task and kept on its Celery app.
 
-def _context(app=None) -> PipelineContext:
-    """Per process: prefork children must not share their parent's database connections."""
-    pid = os.getpid()
-    if pid not in _CONTEXTS:
-        conf = (app or current_app).conf
-        settings = conf.groundwork_settings
+    NOTE: per process id: prefork children must not share their parent's database connections, so
+    a child that inherited its parent's context builds its own."""
+    held: tuple[int, PipelineContext] | None = getattr(app, "groundwork_ingestion", None)
+    if held is None or held[0] != os.getpid():
+        settings = app.conf.groundwork_settings
         if settings.ingestion.worker_nice:
             os.nice(settings.ingestion.worker_nice)  # once per process: this context is built once
         if settings.ingestion.torch_threads:
             import torch
 
             torch.set_num_threads(settings.ingestion.torch_threads)
-        engine = make_engine(conf.groundwork_database_url)
-        _CONTEXTS[pid] = PipelineContext.create(settings, make_session_factory(engine))
-    return _CONTEXTS[pid]
+        engine = make_engine(app.conf.groundwork_database_url)
+        held = (os.getpid(), PipelineContext.create(settings, make_session_factory(engine)))
+        app.groundwork_ingestion = held
+    return held[1]
 
 
 @shared_task(name="groundwork.health", ignore_result=False)
@@ -81,25 +80,29 @@ def ingest_documents(self, job_id: str, document_ids: list[str]) -> dict[str, st
     return {str(d): outcome for d, outcome in outcomes.items()}
 
 
+def _app(sender) -> Celery:
+    return getattr(sender, "app", None) or current_app
+
+
 @worker_ready.connect
 def _start_reaper(sender=None, **_) -> None:
-    app = getattr(sender, "app", None) or current_app
+    app = _app(sender)
     settings = app.conf.get("groundwork_settings")
     if settings is None:
         return
     engine = make_engine(app.conf.groundwork_database_url)
     alive = AliveLock(engine, settings.celery_queue)
     alive.start()
-    _REAPERS.append(alive)
+    app.groundwork_reapers = [alive]  # the worker's main process: stopped with it
     if settings.ingestion.recovery_interval_s <= 0:
         return
     sessions = make_session_factory(engine)
     recovery = reaper(sessions, lambda job_id, ids: enqueue(app, settings, job_id, ids), settings)
     recovery.start()
-    _REAPERS.append(recovery)
+    app.groundwork_reapers.append(recovery)
 
 
 @worker_shutdown.connect
-def _stop_reaper(**_) -> None:
-    for thread in _REAPERS:
+def _stop_reaper(sender=None, **_) -> None:
+    for thread in getattr(_app(sender), "groundwork_reapers", []):
         thread.stop()
