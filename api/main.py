@@ -14,6 +14,7 @@ import web
 from agents.runs.recovery import start_recovery
 from api import metrics, metrics_history
 from api.admission import build_answer_slots
+from api.agent_runner import build_runner
 from api.body_guard import BodyGuard
 from api.early_refusal import EarlyRefusal, KnownKeys
 from api.errors import classify, error_response, install_error_handlers
@@ -60,7 +61,7 @@ def build_state(settings: Settings, database: DatabaseHandle | None = None) -> A
     state.metrics = PlatformMetrics(state)
     state.rate_limiter = build_rate_limiter(state)
     state.answer_slots = build_answer_slots(settings.qa)
-    state.agent_runner = agents.build_runner(state)
+    state.agent_runner = build_runner(state)
     state.known_keys = KnownKeys()
     return state
 

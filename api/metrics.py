@@ -21,7 +21,7 @@ from prometheus_client import (
 )
 
 from api.admission import AnswerSlots
-from api.deps import SessionDep, SettingsDep, get_admin, get_principal
+from api.deps import SessionDep, SettingsDep, StateDep, get_admin, get_principal
 from api.errors import ApiError
 from api.metrics_collectors import EngineLoad, IngestionBacklog
 from api.routers.tenants import get_operator
@@ -144,11 +144,11 @@ def record_ask(state: AppState, usage: dict, timings: dict, escalations: list[di
             metrics.latency.labels(stage.removesuffix("_ms")).observe(timings[stage] / 1000)
 
 
-def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep) -> None:
+def _metrics_reader(request: Request, session: SessionDep, settings: SettingsDep, state: StateDep) -> None:
     """Metrics cover every tenant: with auth required, only the operator's (the default tenant's)
     `admin` keys read them; another tenant's admin is refused like a missing scope."""
     if settings.auth_required:
-        get_operator(get_admin(get_principal(request, session, settings, None)))
+        get_operator(get_admin(get_principal(request, session, settings, state, None)))
 
 
 @router.get(

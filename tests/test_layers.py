@@ -23,9 +23,6 @@ LAYER = {
     "api": 3,
     "cli": 4,
 }
-# NOTE: the open debt, named so that it only shrinks: chat.py serves `agent/` models through the
-# agents router's use case until agent runs move to usecases/ (answers did: usecases/answer.py).
-ROUTER_IMPORTS_ALLOWED = {("api/routers/chat.py", "api.routers")}
 
 
 # NOTE: the platform's serving glue kept beside the engine (the one LLM provider, the vLLM server it
@@ -80,4 +77,4 @@ def test_routers_never_import_routers():
         for name in _imports(path)
         if name.startswith("api.routers")
     }
-    assert found <= ROUTER_IMPORTS_ALLOWED, found - ROUTER_IMPORTS_ALLOWED
+    assert not found, found

@@ -35,7 +35,7 @@ def _caller_of(ctx: ServerRequestContext) -> Caller:
 def authenticate(request: Request, state: AppState) -> Principal:
     """The request's principal as REST finds it; ApiError 401 for a missing or bad key."""
     with state.sessions() as session:
-        return get_principal(request, session, state.settings, None)
+        return get_principal(request, session, state.settings, state, None)
 
 
 class McpEndpoint:

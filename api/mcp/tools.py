@@ -16,16 +16,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 
-from agents.runs.store import get_run, run_dict
 from agents.tools import BUILTIN
 from api.admission import admitted
+from api.agent_runner import agent_gate
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import Principal, require_scope
 from api.document_text import parsed_text
 from api.errors import ApiError
 from api.metrics import recorded_answers
 from api.ratelimit import Meter, rate_limited
-from api.routers.agents import RunBody, ToolOutput, advance, check_tool_outputs, create_run, ready_runner
 from api.scoping import get_in_tenant
 from api.state import AppState
 from core.models import Collection, Document
@@ -33,6 +32,8 @@ from core.settings.retrieval import SearchMode
 from core.tenancy import scope_to_tenant
 from retrieval.filters import SearchFilters
 from retrieval.service import SearchRequest
+from usecases import agent_segments as segments
+from usecases.agent_runs import RunRequest, ToolOutput, read_run
 from usecases.answer import Generation, Question, answer
 from usecases.search import search_in_collection
 
@@ -250,7 +251,7 @@ async def start_agent_run(caller: Caller, args: StartRunArgs) -> dict:
     tenant = caller.tenant("write")
     meter = await asyncio.to_thread(caller.meter)
     try:
-        body = RunBody(
+        request = RunRequest(
             agent=args.agent,
             input=args.input,
             collections=args.collections,
@@ -259,39 +260,29 @@ async def start_agent_run(caller: Caller, args: StartRunArgs) -> dict:
         )
     except ValueError as exc:
         raise ApiError(422, "invalid_run", str(exc)) from None
-    runner = await ready_runner(caller.state)
-    with caller.state.sessions() as session:
-        run = await create_run(caller.state, session, tenant, body)
-        if args.wait:
-            return await advance(caller.state, session, run, False, meter, fresh=True)
-        runner.start(run.id, fresh=True)
-        return run_dict(run, trace=False)
+    gate, mode = agent_gate(caller.state, meter, tenant), _mode(args.wait)
+    return await segments.start_run(caller.state, caller.state.agent_runner, tenant, request, gate, mode)
 
 
 async def get_agent_run(caller: Caller, args: GetRunArgs) -> dict:
     """An agent run: status, answer, citations, pending client tool calls, and its trace if asked."""
-    tenant = caller.tenant("read")
-    with caller.state.sessions() as session:
-        run = get_run(session, tenant, args.run_id)
-        if run is None:
-            raise ApiError(404, "run_not_found", f"no agent run {args.run_id}")
-        return run_dict(run, trace=args.trace)
+    return read_run(caller.state, caller.tenant("read"), args.run_id, trace=args.trace)
 
 
 async def submit_tool_outputs(caller: Caller, args: ToolOutputsArgs) -> dict:
     """Give the outputs of the client tool calls a run waits for; the run resumes."""
     tenant = caller.tenant("write")
     meter = await asyncio.to_thread(caller.meter)
-    runner = await ready_runner(caller.state)
-    with caller.state.sessions() as session:
-        run = get_run(session, tenant, args.run_id)
-        if run is None:
-            raise ApiError(404, "run_not_found", f"no agent run {args.run_id}")
-        given = check_tool_outputs(run, args.tool_outputs)
-        if args.wait:
-            return await advance(caller.state, session, run, False, meter, resume=given)
-        runner.start(run.id, resume=given)
-        return run_dict(run, trace=False)
+    gate, mode = agent_gate(caller.state, meter, tenant), _mode(args.wait)
+    runner = caller.state.agent_runner
+    return await segments.submit_tool_outputs(
+        caller.state, runner, tenant, args.run_id, args.tool_outputs, gate, mode
+    )
+
+
+def _mode(wait: bool) -> segments.Mode:
+    """A tool returns the run at its next stop with `wait`, else at once (poll get_agent_run)."""
+    return "wait" if wait else "background"
 
 
 @dataclass(frozen=True)

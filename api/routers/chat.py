@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import ServerSentEvent
 
 from api.admission import admitted
+from api.agent_runner import agent_gate
 from api.charging import charging, estimate_tokens, reserve
 from api.chat_limits import build_constraint, check_openai_parameters, precompile
 from api.deps import ReadingTenant, StateDep
@@ -28,7 +29,6 @@ from api.disconnect import unless_disconnected
 from api.errors import ApiError
 from api.metrics import admit_early, observed_route, recorded_answers
 from api.ratelimit import Meter, RateLimit
-from api.routers import agents
 from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
 from api.schemas.common import event_stream
 from api.state import AppState
@@ -36,6 +36,8 @@ from api.streaming import event_source, sse
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
+from usecases.agent_runs import RunRequest
+from usecases.agent_segments import chat_events
 from usecases.answer import Generation, Question, answer
 from usecases.validation import Seed
 
@@ -99,12 +101,13 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             raise ApiError(400, "invalid_messages", "the last message must be the user's task")
         kind, task = body.model.removeprefix(AGENT_PREFIX), body.messages[-1].content
         try:  # the run's own bounds on its task, as a 422 here rather than inside the run
-            agents.RunBody(input=task, collections=body.collections)
+            request = RunRequest(input=task, collections=body.collections)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = "messages[-1].content" if first["loc"][:1] == ("input",) else "collections"
             raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
-        async for event in agents.chat_events(state, tenant, kind, task, body.collections, meter):
+        gate = agent_gate(state, meter, tenant)
+        async for event in chat_events(state, state.agent_runner, tenant, kind, request, gate):
             yield event
         return
     if body.model.startswith(RAG_PREFIX):

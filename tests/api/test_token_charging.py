@@ -17,12 +17,15 @@ from api.charging import Reservation, charging, reserve
 from api.deps import DEFAULT_TENANT_ID, Principal
 from api.errors import ApiError
 from api.main import build_state, create_app
+from api.mcp.stdio import key_request
+from api.mcp.tools import Caller, StartRunArgs, start_agent_run
 from api.ratelimit import Meter, RateLimiter, limit_storage
 from core.database import session_scope
 from core.settings.limits import LimitSettings
 from core.tenancy import create_api_key, get_or_create_tenant
 from inference.provider import LLMProvider
 from tests.support.http import running
+from usecases.agent_runs import read_run
 
 pytestmark = pytest.mark.integration
 
@@ -175,3 +178,33 @@ def test_a_refused_generation_gives_its_tokens_back_off_the_event_loop(monkeypat
 
     asyncio.run(client_gone(charging(one_token(), Reservation(Meter(None, []), 100, 50))))
     assert len(settled) == 2 and settled[1] is threading.main_thread()
+
+
+def test_an_mcp_run_started_without_waiting_is_charged_to_the_callers_key(settings, session_factory, client):
+    # NOTE: it was charged to the run's tenant with no key (the gate of a run resumed after a restart)
+    # until the MCP tools took REST's `background` path (usecases/agent_segments.py).
+    strict = _limited(settings, tokens_per_minute_per_key=LIMIT)
+    with session_scope(session_factory) as session:
+        tenant = get_or_create_tenant(session, f"mcp-{uuid.uuid4().hex[:8]}")
+        row, plain = create_api_key(session, tenant, "t")
+        principal = Principal(row.tenant_id, row.id, frozenset(row.scopes))
+    # the session app's checkpoint tables made first: two runners making them at once deadlock
+    assert client.post(f"/v1/agents/runs/{uuid.uuid4()}/cancel").status_code == 404
+    state = _state(strict, client)
+    args = StartRunArgs(input="What is 17 * 23?", tools=["calculator"], wait=False)
+
+    async def main() -> dict:
+        run = await start_agent_run(Caller(state, principal, key_request(plain)), args)
+        assert run["status"] == "queued", run
+        await state.agent_runner.wait(uuid.UUID(run["id"]))
+        return read_run(state, principal.tenant_id, uuid.UUID(run["id"]))
+
+    try:
+        run = asyncio.run(main())
+        used = run["usage"].get("prompt_tokens", 0) + run["usage"].get("completion_tokens", 0)
+        key = state.rate_limiter.scopes(principal)[0]
+        # the key's counter moved (by the calls' settled tokens; the usage's exact sum is not the point)
+        assert used > 0 and _remaining(state.rate_limiter, key) < LIMIT, run["usage"]
+    finally:
+        state.agent_runner.shutdown()
+        state.engine.dispose()
