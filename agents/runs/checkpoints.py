@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 POOL_MAX = 8
+_SETUP_LOCK = "groundwork.checkpoint_setup"
 
 
 def psycopg_url(url: str) -> str:
@@ -34,7 +35,14 @@ async def open_checkpointer(database_url: str) -> tuple[AsyncConnectionPool, Asy
     )
     await pool.open(wait=True, timeout=30)
     saver = AsyncPostgresSaver(pool)
-    await saver.setup()  # creates or migrates the checkpoint tables (its own version table)
+    # NOTE: one process at a time: two API processes (or runners) migrating the tables at once
+    # failed with a unique violation on the saver's version table, or deadlocked.
+    async with pool.connection() as conn:
+        await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_SETUP_LOCK,))
+        try:
+            await saver.setup()  # creates or migrates the checkpoint tables (its own version table)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_SETUP_LOCK,))
     return pool, saver
 
 
