@@ -52,7 +52,9 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
     for name, value in headers:
         if name.lower() == b"authorization":
             scheme, _, plain = value.decode("latin-1").partition(" ")
-            return plain.strip() or None if scheme.lower() == "bearer" else None
+            if scheme.lower() != "bearer":
+                return None
+            return plain.strip() or None
     return None
 
 
