@@ -32,7 +32,7 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from api.errors import ApiError
+from core.errors import ClientError
 from core.settings.qa import QASettings
 
 
@@ -79,7 +79,7 @@ class AnswerSlots:
         calls it ahead of reserving tokens: a flooding tenant's refusals then touch no storage)."""
         if not self.has_room(tenant):
             self.refusals += 1
-            raise ApiError(
+            raise ClientError(
                 503,
                 "answers_busy",
                 f"the server is generating as many answers as it takes at once now ({self.limit}); "

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from agents.chat_model import TokenLimitReached
 from api.admission import AnswerSlots
-from api.errors import ApiError
 from api.ratelimit import Meter, token_costs
+from core.errors import ClientError
 
 # NOTE: a deliberate over-estimate (English runs ~4 characters a token, JSON and code ~3): settling
 # gives back what was not used, while an estimate below the real count lets a burst pass the limit.
@@ -72,7 +72,7 @@ class Reservation:
 
 
 def reserve(meter: Meter, prompt: int, max_tokens: int) -> Reservation:
-    """Hold `prompt` + `max_tokens` tokens on the meter's scopes; ApiError 429 when they do not fit."""
+    """Hold `prompt` + `max_tokens` tokens on the meter's scopes; ClientError 429 when they do not fit."""
     if meter.limiter is not None:
         meter.limiter.reserve(meter.scopes, token_costs(prompt, max_tokens))
     return Reservation(meter, prompt, max_tokens)
@@ -142,7 +142,7 @@ class AgentTokenGate:
     async def reserve(self, prompt_text: str, max_tokens: int) -> _AgentCall:
         try:
             held = await asyncio.to_thread(reserve, self.meter, estimate_tokens(prompt_text), max_tokens)
-        except ApiError as exc:
+        except ClientError as exc:
             raise TokenLimitReached(exc.message) from None
         try:
             ticket = await self.slots.wait(self.tenant) if self.slots is not None else None

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from api.errors import ApiError
+from core.errors import ClientError
 from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
 from inference.protocol import InvalidRequestError
 
@@ -51,7 +51,7 @@ def check_openai_parameters(extra: dict[str, Any]) -> None:
     """400 for an unknown field, or a known one the platform does not implement, set to use it."""
     unknown = sorted(set(extra) - CONSTRAINT_FIELDS - HARMLESS_FIELDS - set(DEFAULT_ONLY))
     if unknown:
-        raise ApiError(
+        raise ClientError(
             400,
             "unknown_parameter",
             f"unrecognized request argument(s): {', '.join(unknown)}",
@@ -59,7 +59,7 @@ def check_openai_parameters(extra: dict[str, Any]) -> None:
         )
     for name, allowed in DEFAULT_ONLY.items():
         if name in extra and not any(extra[name] == v and type(extra[name]) is type(v) for v in allowed):
-            raise ApiError(
+            raise ClientError(
                 400,
                 "unsupported_parameter",
                 f"{name}={extra[name]!r} is not supported by this endpoint (leave it out)",
@@ -71,9 +71,9 @@ async def _off_loop(build: Callable[[], T]) -> T:
     try:
         return await asyncio.wait_for(asyncio.to_thread(build), CONSTRAINT_BUILD_TIMEOUT_S)
     except InvalidRequestError as exc:
-        raise ApiError(400, "invalid_request", str(exc)) from exc
+        raise ClientError(400, "invalid_request", str(exc)) from exc
     except TimeoutError:
-        raise ApiError(
+        raise ClientError(
             400,
             "constraint_too_complex",
             f"the output constraint took over {CONSTRAINT_BUILD_TIMEOUT_S:g} s to build; simplify it",

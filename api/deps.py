@@ -11,9 +11,9 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from api.errors import ApiError
 from api.state import AppState
 from core.database import session_scope
+from core.errors import ClientError
 from core.settings import Settings
 from core.tenancy import SCOPES, authenticate, scope_to_tenant
 from core.tracing import traced
@@ -21,9 +21,11 @@ from core.tracing import traced
 DEFAULT_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
 
-def unauthorized(message: str) -> ApiError:
+def unauthorized(message: str) -> ClientError:
     """401 with the challenge RFC 6750 asks for."""
-    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": 'Bearer realm="groundwork"'})
+    return ClientError(
+        401, "unauthorized", message, headers={"WWW-Authenticate": 'Bearer realm="groundwork"'}
+    )
 
 
 def get_state(request: Request) -> AppState:
@@ -99,7 +101,7 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 def require_scope(principal: Principal, scope: str) -> None:
     """403 unless the key has `scope` (read, write, admin)."""
     if scope not in principal.scopes:
-        raise ApiError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
+        raise ClientError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
 def get_current_tenant(request: Request, principal: CurrentPrincipal) -> uuid.UUID:

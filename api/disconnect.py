@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from api.errors import ApiError
+from core.errors import ClientError
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
         if watcher.result().get("type") == "http.disconnect":
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            raise ApiError(499, "client_closed_request", "the client closed the connection")
+            raise ClientError(499, "client_closed_request", "the client closed the connection")
         return await task  # NOTE: no other message comes after the body; wait for the work
     finally:
         for pending in (task, watcher):

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.deps import DEFAULT_TENANT_ID
-from api.errors import ApiError, error_response
+from api.errors import error_response
 from api.metrics import admit_early
+from core.errors import ClientError
 from core.tenancy import hash_api_key
 
 # The answer routes whose admission needs nothing from the body (chat's depends on its model).
@@ -74,7 +75,7 @@ class EarlyRefusal:
             if tenant is not None:
                 try:
                     admit_early(state, state.answer_slots, name, tenant)
-                except ApiError as refusal:
+                except ClientError as refusal:
                     # NOTE: the route the refusal stands for, so that it is counted under it
                     # (groundwork:http_responses_total, the 503 alert) and not as unmatched.
                     scope["route"] = _Refused(scope["path"])

@@ -25,7 +25,6 @@ DATABASE_RETRY_AFTER_S = 5
 
 
 # The routers' name for it: raise from routes for a client-facing error.
-ApiError = ClientError
 
 
 def error_response(status: int, code: str, message: str, details: Any = None, headers=None) -> JSONResponse:
@@ -47,27 +46,27 @@ def is_database_outage(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
-def classify(exc: BaseException) -> ApiError:
+def classify(exc: BaseException) -> ClientError:
     """The client-facing error for any exception a route or a stream raises; details go to the logs."""
-    if isinstance(exc, ApiError):
+    if isinstance(exc, ClientError):
         return exc
     if isinstance(exc, InvalidRequestError):
-        return ApiError(400, "invalid_request", str(exc))
+        return ClientError(400, "invalid_request", str(exc))
     if isinstance(exc, QuotaExceeded):
-        return ApiError(413, "quota_exceeded", str(exc))
+        return ClientError(413, "quota_exceeded", str(exc))
     if isinstance(exc, RecursionError):
         # NOTE: input nested past what a parser or validator recurses through; the client's to fix.
-        return ApiError(400, "too_deeply_nested", "a value in the request is nested too deeply")
+        return ClientError(400, "too_deeply_nested", "a value in the request is nested too deeply")
     if isinstance(exc, DataError):
         # NOTE: Postgres refused a value the request carried (a NUL byte in text, a number out of its
         # column's range) that validation let through: the client's input, so a 400 that says why.
         reason = str(exc.orig or exc).splitlines()[0]
-        return ApiError(
+        return ClientError(
             400, "invalid_value", f"a value in the request cannot be stored or compared: {reason}"
         )
     if isinstance(exc, EngineOverloadedError):
         retry = max(1, round(exc.retry_after_s))
-        return ApiError(
+        return ClientError(
             503,
             "engine_overloaded",
             "the generator is at capacity; retry later",
@@ -75,19 +74,19 @@ def classify(exc: BaseException) -> ApiError:
         )
     if is_database_outage(exc):
         log.warning("database unavailable: %s: %s", type(exc).__name__, exc)
-        return ApiError(
+        return ClientError(
             503,
             "database_unavailable",
             "the database is unavailable; retry later",
             headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
     log.error("unhandled error", exc_info=exc)
-    return ApiError(500, "internal_error", f"internal error: {type(exc).__name__}")
+    return ClientError(500, "internal_error", f"internal error: {type(exc).__name__}")
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+    @app.exception_handler(ClientError)
+    async def _api_error(_: Request, exc: ClientError) -> JSONResponse:
         return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)

@@ -22,11 +22,11 @@ from prometheus_client import (
 
 from api.admission import AnswerSlots
 from api.deps import SessionDep, SettingsDep, StateDep, get_admin, get_principal
-from api.errors import ApiError
 from api.metrics_collectors import EngineLoad, IngestionBacklog
 from api.routers.tenants import get_operator
 from api.slo import SloTracker, observed
 from api.state import AppState
+from core.errors import ClientError
 
 router = APIRouter(tags=["metrics"])
 
@@ -114,7 +114,7 @@ def admit_early(state: AppState, slots: AnswerSlots | None, route: str, tenant: 
         return
     try:
         slots.check(str(tenant))
-    except ApiError:
+    except ClientError:
         state.metrics.slo.record(route, None, None, 0.0, failed=True)
         raise
 

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 
 from api.deps import DEFAULT_TENANT_ID, CurrentTenant, StateDep
-from api.errors import ApiError
 from api.state import AppState
+from core.errors import ClientError
 from core.models import Document, DocumentStatus, IngestionJob
 from ingestion.state import TERMINAL
 
@@ -153,7 +153,7 @@ def metrics_history(
     """Samples of request rate, answer latency, engine load and ingestion throughput, oldest first.
     They are platform-wide (every tenant's load), so only the operator's keys read them."""
     if tenant != DEFAULT_TENANT_ID:
-        raise ApiError(
+        raise ClientError(
             403, "not_operator", "the metrics history is platform-wide: only the operator's keys read it"
         )
     sampler = state.sampler

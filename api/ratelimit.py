@@ -23,9 +23,9 @@ from limits.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateL
 from sqlalchemy import Engine
 
 from api.deps import CurrentPrincipal, Principal, StateDep
-from api.errors import ApiError
 from api.limit_storage import PostgresStorage
 from api.state import AppState
+from core.errors import ClientError
 from core.settings import Settings
 from core.tracing import traced
 
@@ -200,7 +200,7 @@ class RateLimiter:
             out[f"x-ratelimit-reset-{name}"] = f"{max(0.0, window.reset_time - now):.0f}s"
         return out
 
-    def _refusal(self, scopes: list[_Scope], message: str) -> ApiError:
+    def _refusal(self, scopes: list[_Scope], message: str) -> ClientError:
         headers = self.headers(scopes)
         waits = [
             float(headers[f"x-ratelimit-reset-{n}"].removesuffix("s"))
@@ -208,7 +208,7 @@ class RateLimiter:
             if headers[f"x-ratelimit-remaining-{n}"] == "0"
         ]
         headers["Retry-After"] = str(max(1, math.ceil(max(waits, default=1.0))))
-        return ApiError(429, "rate_limit_exceeded", message, headers=headers)
+        return ClientError(429, "rate_limit_exceeded", message, headers=headers)
 
 
 def _words(counter: str) -> str:

@@ -8,7 +8,7 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.errors import ApiError
+from core.errors import ClientError
 from core.models import Collection, Document, IngestionJob
 
 Row = TypeVar("Row", Document, IngestionJob)
@@ -24,5 +24,5 @@ def get_in_tenant(
         .where(model.id == row_id, Collection.tenant_id == tenant)
     ).scalar_one_or_none()
     if row is None:
-        raise ApiError(404, code, f"no {what} {row_id}")
+        raise ClientError(404, code, f"no {what} {row_id}")
     return row

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import typer
 
-from api.errors import ApiError
+from core.errors import ClientError
 from core.settings import get_settings
 from core.telemetry import configure_logging
 
@@ -29,6 +29,6 @@ def serve(
     configure_logging(settings.log_level, settings.log_json)  # stderr: stdout is the protocol's
     try:
         anyio.run(serve_stdio, settings, key)
-    except ApiError as exc:
+    except ClientError as exc:
         typer.secho(f"error: {exc.message}", fg="red", err=True)
         raise typer.Exit(2) from None

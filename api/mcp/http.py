@@ -18,10 +18,11 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from api.deps import Principal, get_principal
-from api.errors import ApiError, error_response
+from api.errors import error_response
 from api.mcp.server import build_server
 from api.mcp.tools import Caller
 from api.state import AppState
+from core.errors import ClientError
 
 PATH = "/mcp"
 _PRINCIPAL = "groundwork.principal"
@@ -33,7 +34,7 @@ def _caller_of(ctx: ServerRequestContext) -> Caller:
 
 
 def authenticate(request: Request, state: AppState) -> Principal:
-    """The request's principal as REST finds it; ApiError 401 for a missing or bad key."""
+    """The request's principal as REST finds it; ClientError 401 for a missing or bad key."""
     with state.sessions() as session:
         return get_principal(request, session, state.settings, state, None)
 
@@ -57,7 +58,7 @@ class McpEndpoint:
         state: AppState = request.app.state.groundwork
         try:
             principal = await asyncio.to_thread(authenticate, request, state)
-        except ApiError as exc:
+        except ClientError as exc:
             response = error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
             await response(scope, receive, send)
             return

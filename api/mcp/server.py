@@ -23,9 +23,10 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from api.document_text import parsed_text
-from api.errors import ApiError, classify
+from api.errors import classify
 from api.mcp.tools import READ_MAX_CHARS, TOOLS, Caller
 from api.scoping import get_in_tenant
+from core.errors import ClientError
 from core.models import Collection, Document
 from core.tenancy import scope_to_tenant
 from usecases.lookups import get_collection
@@ -63,7 +64,7 @@ def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def _error_line(err: ApiError) -> str:
+def _error_line(err: ClientError) -> str:
     wait = (err.headers or {}).get("Retry-After")
     return f"{err.code}: {err.message}" + (f" (retry after {wait} s)" if wait else "")
 
@@ -101,7 +102,7 @@ def build_server(caller_of: CallerOf) -> Server:
             caller = caller_of(ctx)
             tenant = caller.tenant("read")
             offset = int(params.cursor) if params and params.cursor else 0
-        except (ApiError, ValueError) as exc:
+        except (ClientError, ValueError) as exc:
             return _rpc_error(exc)
         with caller.state.sessions() as session:
             scope_to_tenant(session, tenant)
@@ -161,7 +162,7 @@ def build_server(caller_of: CallerOf) -> Server:
                     if kind == "collections"
                     else (_document_text(session, tenant, ref), "text/plain")
                 )
-        except (ApiError, ValueError) as exc:
+        except (ClientError, ValueError) as exc:
             return _rpc_error(exc)
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=params.uri, mime_type=mime, text=text)]
@@ -181,7 +182,7 @@ def build_server(caller_of: CallerOf) -> Server:
 
 
 def _rpc_error(exc: Exception) -> types.ErrorData:
-    if isinstance(exc, ApiError):
+    if isinstance(exc, ClientError):
         code = RESOURCE_NOT_FOUND if exc.status == 404 else types.INVALID_PARAMS
         return types.ErrorData(code=code, message=_error_line(exc))
     return types.ErrorData(code=types.INVALID_PARAMS, message=f"invalid_params: {exc}")

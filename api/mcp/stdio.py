@@ -24,7 +24,7 @@ def key_request(key: str | None) -> Request:
 
 
 async def serve_stdio(settings: Settings, key: str | None) -> None:
-    """Serve until stdin closes; ApiError (401) at once when the key is refused."""
+    """Serve until stdin closes; ClientError (401) at once when the key is refused."""
     state = build_state(settings)
     request = key_request(key)
     try:

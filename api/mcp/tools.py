@@ -1,7 +1,7 @@
 """The MCP tools: exact argument models (bounds stated, unknown keys refused) and what each runs.
 
 Each tool calls what its REST route calls (the same scope check, rate limit, tenant-scoped
-lookups and use case), so MCP and REST cannot drift apart; errors are the same `ApiError`s, which
+lookups and use case), so MCP and REST cannot drift apart; errors are the same `ClientError`s, which
 server.py turns into MCP tool errors.
 """
 
@@ -22,11 +22,11 @@ from api.agent_runner import agent_gate
 from api.charging import charging, estimate_tokens, reserve
 from api.deps import Principal, require_scope
 from api.document_text import parsed_text
-from api.errors import ApiError
 from api.metrics import recorded_answers
 from api.ratelimit import Meter, rate_limited
 from api.scoping import get_in_tenant
 from api.state import AppState
+from core.errors import ClientError
 from core.models import Collection, Document
 from core.settings.retrieval import SearchMode
 from core.tenancy import scope_to_tenant
@@ -259,7 +259,7 @@ async def start_agent_run(caller: Caller, args: StartRunArgs) -> dict:
             mcp_servers=args.mcp_servers,
         )
     except ValueError as exc:
-        raise ApiError(422, "invalid_run", str(exc)) from None
+        raise ClientError(422, "invalid_run", str(exc)) from None
     gate, mode = agent_gate(caller.state, meter, tenant), _mode(args.wait)
     return await segments.start_run(caller.state, caller.state.agent_runner, tenant, request, gate, mode)
 

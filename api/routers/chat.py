@@ -26,13 +26,13 @@ from api.charging import charging, estimate_tokens, reserve
 from api.chat_limits import build_constraint, check_openai_parameters, precompile
 from api.deps import ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
-from api.errors import ApiError
 from api.metrics import admit_early, observed_route, recorded_answers
 from api.ratelimit import Meter, RateLimit
 from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
 from api.schemas.common import event_stream
 from api.state import AppState
 from api.streaming import event_source, sse
+from core.errors import ClientError
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
@@ -75,7 +75,7 @@ class ChatBody(BaseModel):
 def _question(body: ChatBody, max_tokens: int | None) -> Question:
     collection = body.model.removeprefix(RAG_PREFIX)
     if not collection:
-        raise ApiError(400, "model_not_found", "model 'rag/' names no collection: use rag/<collection>")
+        raise ClientError(400, "model_not_found", "model 'rag/' names no collection: use rag/<collection>")
     try:
         return Question(
             question=body.messages[-1].content,
@@ -88,7 +88,7 @@ def _question(body: ChatBody, max_tokens: int | None) -> Question:
         first = exc.errors()[0]
         loc = first["loc"]
         where = "messages[-1].content" if loc[:1] == ("question",) else ".".join(map(str, loc))
-        raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
+        raise ClientError(422, "validation_error", f"{where}: {first['msg']}") from None
 
 
 async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Meter) -> AsyncIterator[dict]:
@@ -98,23 +98,23 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
     constraint = await build_constraint(body.model_extra or {})
     if body.model.startswith(AGENT_PREFIX):
         if body.messages[-1].role != "user":
-            raise ApiError(400, "invalid_messages", "the last message must be the user's task")
+            raise ClientError(400, "invalid_messages", "the last message must be the user's task")
         kind, task = body.model.removeprefix(AGENT_PREFIX), body.messages[-1].content
         try:  # the run's own bounds on its task, as a 422 here rather than inside the run
             request = RunRequest(input=task, collections=body.collections)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = "messages[-1].content" if first["loc"][:1] == ("input",) else "collections"
-            raise ApiError(422, "validation_error", f"{where}: {first['msg']}") from None
+            raise ClientError(422, "validation_error", f"{where}: {first['msg']}") from None
         gate = agent_gate(state, meter, tenant)
         async for event in chat_events(state, state.agent_runner, tenant, kind, request, gate):
             yield event
         return
     if body.model.startswith(RAG_PREFIX):
         if body.messages[-1].role != "user":
-            raise ApiError(400, "invalid_messages", "the last message must be the user's question")
+            raise ClientError(400, "invalid_messages", "the last message must be the user's question")
         if constraint is not None:
-            raise ApiError(
+            raise ClientError(
                 400,
                 "unsupported_constraint",
                 "rag/ models answer in text with citations; "
@@ -126,7 +126,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             yield event
         return
     if constraint is not None and constraint.kind == "tools":
-        raise ApiError(
+        raise ClientError(
             400,
             "unsupported_constraint",
             "tools are not supported by the platform's chat "
@@ -134,13 +134,13 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
         )
     backend = state.llm.backend(cache_salt=str(tenant))
     if body.model != backend.model_name:
-        raise ApiError(
+        raise ClientError(
             400,
             "model_not_found",
             f"unknown model {body.model!r}: use {backend.model_name!r}, rag/<collection> or agent/<kind>",
         )
     if constraint is not None and not getattr(backend, "enforces_grammar", False):
-        raise ApiError(
+        raise ClientError(
             400,
             "unsupported_constraint",
             "response_format and guided_* are enforced with the in-process engine or the supervised "
@@ -161,7 +161,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
     try:
         params.validate()
     except InvalidRequestError as exc:
-        raise ApiError(400, "invalid_request", str(exc)) from exc
+        raise ClientError(400, "invalid_request", str(exc)) from exc
     async for delta in backend.stream_chat([m.model_dump() for m in body.messages], params):
         if delta.text:
             yield {"type": "token", "text": delta.text}

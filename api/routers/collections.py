@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
-from api.errors import ApiError
+from core.errors import ClientError
 from core.models import Chunk, Collection, Document
 from core.registry import ModelNotAvailable
 from core.settings import Settings
@@ -64,10 +64,10 @@ class CollectionOut(BaseModel):
     chunk_count: int = 0
 
 
-def _model_unavailable(spec: str | None) -> ApiError:
+def _model_unavailable(spec: str | None) -> ClientError:
     # NOTE: the loader's message may name server paths; it goes to the log only.
     log.warning("model %r cannot be loaded", spec, exc_info=True)
-    return ApiError(422, "model_not_available", f"model {spec!r} cannot be loaded on this server")
+    return ClientError(422, "model_not_available", f"model {spec!r} cannot be loaded on this server")
 
 
 def _build_index(engine, collection_id: uuid.UUID, index_dim: int) -> None:
@@ -104,7 +104,7 @@ def create_collection(
         select(Collection.id).where(Collection.tenant_id == tenant, Collection.name == body.name)
     ).first()
     if exists:
-        raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists")
+        raise ClientError(409, "collection_exists", f"a collection named {body.name!r} already exists")
     try:
         collection = service.create_collection(
             session,
@@ -118,9 +118,11 @@ def create_collection(
     except ModelNotAvailable:
         raise _model_unavailable(body.embedding_model) from None
     except ValueError as exc:
-        raise ApiError(422, "invalid_collection", str(exc)) from None
+        raise ClientError(422, "invalid_collection", str(exc)) from None
     except IntegrityError:
-        raise ApiError(409, "collection_exists", f"a collection named {body.name!r} already exists") from None
+        raise ClientError(
+            409, "collection_exists", f"a collection named {body.name!r} already exists"
+        ) from None
     session.commit()
     # NOTE: in the background: CREATE INDEX CONCURRENTLY waits for every older transaction of the
     # database to end (a long answer, a model load), and the collection is usable meanwhile (its
@@ -152,7 +154,7 @@ def update_collection(
         try:
             resolve_config(state.settings.retrieval, body.retrieval)
         except ValueError as exc:
-            raise ApiError(422, "invalid_retrieval", f"invalid retrieval settings: {exc}") from None
+            raise ClientError(422, "invalid_retrieval", f"invalid retrieval settings: {exc}") from None
     try:
         if body.embedding_model is not None and service.check_model_change(
             session, row, body.embedding_model
@@ -167,11 +169,11 @@ def update_collection(
             session.commit()
             service.build_prefix_index(state.engine, row.id, row.index_dim)
     except service.CollectionConflict as exc:
-        raise ApiError(409, "embedding_model_conflict", str(exc)) from None
+        raise ClientError(409, "embedding_model_conflict", str(exc)) from None
     except ModelNotAvailable:
         raise _model_unavailable(body.embedding_model) from None
     except ValueError as exc:
-        raise ApiError(422, "invalid_collection", str(exc)) from None
+        raise ClientError(422, "invalid_collection", str(exc)) from None
     if body.description is not None:
         row.description = body.description
     if body.chunking is not None:

@@ -12,8 +12,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
-from api.errors import ApiError
 from core.connector_models import Connector, ConnectorSync, SyncStatus
+from core.errors import ClientError
 from core.models import Collection
 from core.settings import Settings
 from ingestion.connectors.base import SourceError
@@ -99,19 +99,19 @@ def _checked_config(kind: str, config: dict, settings: Settings) -> dict:
     try:
         stored = validate_config(kind, config)
     except ValidationError as exc:
-        raise ApiError(
+        raise ClientError(
             422, "invalid_config", f"invalid {kind} connector config: {exc.errors()[0]['msg']}"
         ) from None
     try:
         check_allowed(kind, stored, settings)
     except SourceError as exc:
-        raise ApiError(422, "source_not_allowed", str(exc)) from None
+        raise ClientError(422, "source_not_allowed", str(exc)) from None
     return stored
 
 
 def _interval(value: int | None, settings: Settings) -> int | None:
     if value and value < settings.connectors.min_interval_s:
-        raise ApiError(
+        raise ClientError(
             422, "interval_too_short", f"interval_s must be at least {settings.connectors.min_interval_s}"
         )
     return value or None
@@ -124,7 +124,7 @@ def get_connector(session: Session, tenant: uuid.UUID, connector_id: uuid.UUID) 
         .where(Connector.id == connector_id, Collection.tenant_id == tenant)
     ).scalar_one_or_none()
     if row is None:
-        raise ApiError(404, "connector_not_found", f"no connector {connector_id}")
+        raise ClientError(404, "connector_not_found", f"no connector {connector_id}")
     return row
 
 
@@ -149,7 +149,7 @@ def create_connector(
     try:
         session.flush()
     except IntegrityError:
-        raise ApiError(
+        raise ClientError(
             409, "connector_exists", f"the collection already has a connector {body.name!r}"
         ) from None
     session.refresh(connector)
@@ -209,7 +209,7 @@ def sync_now(connector_id: uuid.UUID, session: SessionDep, state: StateDep, tena
     connector = get_connector(session, tenant, connector_id)
     sync = open_sync(session, connector, "manual", state.settings.connectors.sync_time_limit_s)
     if sync is None:
-        raise ApiError(409, "sync_in_progress", "a sync of this connector is already queued or running")
+        raise ClientError(409, "sync_in_progress", "a sync of this connector is already queued or running")
     session.flush()
     session.refresh(sync)
     out = _sync_out(sync)

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from agents.qa.store import get_conversation
 from api.deps import ReadingTenant, SessionDep
-from api.errors import ApiError
+from core.errors import ClientError
 from core.models import Conversation, Message
 
 router = APIRouter(prefix="/v1/conversations", tags=["ask"])
@@ -68,7 +68,7 @@ def list_conversations(session: SessionDep, tenant: ReadingTenant, limit: int = 
 def read_conversation(conversation_id: uuid.UUID, session: SessionDep, tenant: ReadingTenant):
     conversation = get_conversation(session, tenant, conversation_id)
     if conversation is None:
-        raise ApiError(404, "conversation_not_found", f"no conversation {conversation_id}")
+        raise ClientError(404, "conversation_not_found", f"no conversation {conversation_id}")
     turns = [MessageOut.model_validate(m) for m in conversation.messages]
     return ConversationDetail(**_out(conversation, len(turns)).model_dump(), turns=turns)
 

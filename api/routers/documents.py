@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
 from api.document_text import parsed_text
-from api.errors import ApiError
 from api.scoping import get_in_tenant
+from core.errors import ClientError
 from core.models import Chunk, Document, DocumentStatus, IngestionJob
 from core.quotas import check_quota, lock_usage
 from ingestion.blobs import BlobStore
@@ -127,17 +127,17 @@ def upload_documents(
     settings = state.settings
     row = get_collection(session, tenant, collection)
     if len(files) > settings.ingestion.max_files_per_upload:
-        raise ApiError(
+        raise ClientError(
             413, "too_many_files", f"at most {settings.ingestion.max_files_per_upload} files per upload"
         )
     try:
         extra = json.loads(metadata) if metadata else {}
     except ValueError as exc:
-        raise ApiError(422, "invalid_metadata", f"metadata is not valid JSON: {exc}") from None
+        raise ClientError(422, "invalid_metadata", f"metadata is not valid JSON: {exc}") from None
     if not isinstance(extra, dict):
-        raise ApiError(422, "invalid_metadata", "metadata must be a JSON object")
+        raise ClientError(422, "invalid_metadata", "metadata must be a JSON object")
     if any(not file.filename for file in files):
-        raise ApiError(422, "missing_filename", "every uploaded file needs a file name")
+        raise ClientError(422, "missing_filename", "every uploaded file needs a file name")
     max_bytes = int(settings.ingestion.max_file_mb * 1e6)
     blobs = BlobStore.for_data_dir(settings.data_dir)
     # NOTE: each file goes from the request's spool file to the blob store in 1 MB pieces (at most
@@ -241,9 +241,11 @@ def requeue_document(document_id: uuid.UUID, session: SessionDep, state: StateDe
     """Ingest a failed document again from its stored upload (its job reopens)."""
     doc = get_document(session, tenant, document_id)
     if doc.status != DocumentStatus.failed or doc.job_id is None:
-        raise ApiError(409, "not_failed", f"only failed documents can be re-queued; this one is {doc.status}")
+        raise ClientError(
+            409, "not_failed", f"only failed documents can be re-queued; this one is {doc.status}"
+        )
     if not doc.blob_key:
-        raise ApiError(409, "upload_missing", "the uploaded bytes are gone; upload the file again")
+        raise ClientError(409, "upload_missing", "the uploaded bytes are gone; upload the file again")
     ids = requeue_documents(session, doc.job_id, [doc.id])
     # The outbox: if this send fails, the reaper sends the job.
     session.get(IngestionJob, doc.job_id).enqueued_at = None

@@ -12,8 +12,8 @@ from fastapi import APIRouter, File, Response, UploadFile
 from pydantic import BaseModel, Field
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep
-from api.errors import ApiError
 from api.schemas.evals import DatasetOut, FeedbackDatasetOut, FeedbackOut
+from core.errors import ClientError
 from core.models import MessageFeedback
 from core.quotas import QuotaExceeded, check_quota, lock_usage, tenant_datasets_dir
 from core.settings import Settings
@@ -41,7 +41,9 @@ def _relative(name: str) -> str:
     """An upload's file name as a safe relative path (e.g. 'qrels/test.tsv'); 422 otherwise."""
     parts = name.replace("\\", "/").split("/")
     if not all(_SAFE_PART.match(p) and p not in (".", "..") for p in parts):
-        raise ApiError(422, "invalid_dataset", f"file name {name!r}: use letters, digits, . _ - and / only")
+        raise ClientError(
+            422, "invalid_dataset", f"file name {name!r}: use letters, digits, . _ - and / only"
+        )
     return "/".join(parts)
 
 
@@ -82,7 +84,7 @@ def upload_dataset(
                 while chunk := upload.file.read(1 << 20):
                     total += len(chunk)
                     if total > MAX_DATASET_BYTES:
-                        raise ApiError(
+                        raise ClientError(
                             413, "dataset_too_large", f"datasets are limited to {MAX_DATASET_BYTES} bytes"
                         )
                     out.write(chunk)
@@ -111,7 +113,7 @@ def delete_dataset(dataset_id: str, settings: SettingsDep, tenant: CurrentTenant
     """Delete an uploaded dataset (its id, or the last part of its path); runs made from it stay."""
     folder = tenant_datasets_dir(settings.data_dir, tenant) / dataset_id
     if not _SAFE_PART.match(dataset_id) or dataset_id in (".", "..") or not folder.is_dir():
-        raise ApiError(404, "dataset_not_found", f"no uploaded dataset {dataset_id!r}")
+        raise ClientError(404, "dataset_not_found", f"no uploaded dataset {dataset_id!r}")
     shutil.rmtree(folder)
     return Response(status_code=204)
 
@@ -121,7 +123,7 @@ def post_feedback(message_id: uuid.UUID, body: FeedbackIn, session: SessionDep, 
     """Up or down on an answer, with an optional comment and corrected answer."""
     message = find_answer_message(session, tenant, message_id)
     if message is None:
-        raise ApiError(404, "message_not_found", f"no answer message {message_id}")
+        raise ClientError(404, "message_not_found", f"no answer message {message_id}")
     row = MessageFeedback(tenant_id=tenant, message_id=message.id, **body.model_dump())
     row.comment = row.comment or ""
     session.add(row)

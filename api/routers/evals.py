@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
 from api.deps import CurrentTenant, SessionDep, SettingsDep, StateDep
-from api.errors import ApiError
 from api.schemas.evals import ApplyOut, CompareOut, EstimateOut, EvalItemOut, SweepOut
+from core.errors import ClientError
 from core.models import EvalItem, EvalRun, JobStatus
 from evals import datasets, service
 from evals.sweep import plot
@@ -57,7 +57,7 @@ def _out(run: EvalRun) -> EvalOut:
 def _run(session, tenant: uuid.UUID, run_id: uuid.UUID) -> EvalRun:
     run = service.get_run(session, tenant, run_id)
     if run is None:
-        raise ApiError(404, "eval_not_found", f"no evaluation run {run_id}")
+        raise ClientError(404, "eval_not_found", f"no evaluation run {run_id}")
     return run
 
 
@@ -74,9 +74,9 @@ def create_eval(
     try:
         run = service.create_run(session, settings, tenant, body, collection)
     except datasets.DatasetNotFound as exc:
-        raise ApiError(404, "dataset_not_found", str(exc)) from None
+        raise ClientError(404, "dataset_not_found", str(exc)) from None
     except service.EvalInputError as exc:
-        raise ApiError(422, "invalid_eval", str(exc)) from None
+        raise ClientError(422, "invalid_eval", str(exc)) from None
     session.commit()
     send_run(state.celery, settings, run.id)
     return _out(run)
@@ -89,9 +89,9 @@ def estimate_eval(body: service.EvalCreate, settings: SettingsDep, tenant: Curre
     try:
         return service.estimate(settings, tenant, body)
     except datasets.DatasetNotFound as exc:
-        raise ApiError(404, "dataset_not_found", str(exc)) from None
+        raise ClientError(404, "dataset_not_found", str(exc)) from None
     except service.EvalInputError as exc:
-        raise ApiError(422, "invalid_eval", str(exc)) from None
+        raise ClientError(422, "invalid_eval", str(exc)) from None
 
 
 @router.get("", response_model=list[EvalOut])
@@ -149,7 +149,7 @@ def cancel_eval(run_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
     """Stop the run after the item in flight; finished items and their metrics stay."""
     run = _run(session, tenant, run_id)
     if run.status not in (JobStatus.queued, JobStatus.running):
-        raise ApiError(409, "eval_finished", f"the run is already {run.status.value}")
+        raise ClientError(409, "eval_finished", f"the run is already {run.status.value}")
     run.status, run.error = JobStatus.cancelled, "cancelled"
     session.commit()
     return _out(run)
@@ -176,13 +176,13 @@ def compare_evals(
     try:
         return service.compare_runs(session, a, b, variant, other_variant)
     except service.EvalInputError as exc:
-        raise ApiError(409, "not_comparable", str(exc)) from None
+        raise ClientError(409, "not_comparable", str(exc)) from None
 
 
 def _sweep(run: EvalRun) -> dict:
     table = run.metrics.get("sweep")
     if table is None:
-        raise ApiError(409, "no_sweep", "the run has no finished sweep (it needs several variants)")
+        raise ClientError(409, "no_sweep", "the run has no finished sweep (it needs several variants)")
     return table
 
 
@@ -211,13 +211,15 @@ def apply_eval(run_id: uuid.UUID, body: ApplyBody, session: SessionDep, tenant: 
     run = _run(session, tenant, run_id)
     ref = body.collection or (str(run.collection_id) if run.collection_id else None)
     if ref is None:
-        raise ApiError(422, "invalid_apply", "the run's collection is gone: name the collection to apply to")
+        raise ClientError(
+            422, "invalid_apply", "the run's collection is gone: name the collection to apply to"
+        )
     if not body.collection and run.config.get("throwaway_collection"):
-        raise ApiError(422, "invalid_apply", "the run's collection was a throwaway one: name a collection")
+        raise ClientError(422, "invalid_apply", "the run's collection was a throwaway one: name a collection")
     collection = get_collection(session, tenant, ref)
     try:
         applied = service.apply_variant(session, run, body.variant, collection)
     except service.EvalInputError as exc:
-        raise ApiError(422, "invalid_apply", str(exc)) from None
+        raise ClientError(422, "invalid_apply", str(exc)) from None
     session.commit()
     return {"collection_id": str(collection.id), **applied}

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentTenant, SessionDep, StateDep
-from api.errors import ApiError
 from api.scoping import get_in_tenant
+from core.errors import ClientError
 from core.models import Collection, Document, IngestionJob, JobStatus
 from ingestion import state as transitions
 from ingestion.uploads import send_job
@@ -90,7 +90,7 @@ def requeue_job(job_id: uuid.UUID, session: SessionDep, state: StateDep, tenant:
     job = get_job(session, tenant, job_id)
     document_ids = transitions.requeue_documents(session, job.id)
     if not document_ids:
-        raise ApiError(409, "nothing_to_requeue", "every document of this job is indexed")
+        raise ClientError(409, "nothing_to_requeue", "every document of this job is indexed")
     job.enqueued_at = None
     session.commit()
     send_job(state.celery, state.sessions, state.settings, job.id, document_ids)
@@ -103,7 +103,7 @@ def cancel_job(job_id: uuid.UUID, session: SessionDep, tenant: CurrentTenant):
     """Fail the job's unfinished documents (reason: cancelled); indexed ones stay."""
     job = get_job(session, tenant, job_id)
     if job.status not in transitions.JOB_OPEN:
-        raise ApiError(409, "job_finished", f"the job is already {job.status.value}")
+        raise ClientError(409, "job_finished", f"the job is already {job.status.value}")
     transitions.cancel_job(session, job.id)
     session.commit()
     return job_out(session, job)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from api.deps import AdminPrincipal, SessionDep
-from api.errors import ApiError
+from core.errors import ClientError
 from core.models import ApiKey, Tenant
 from core.tenancy import SCOPES, create_api_key, revoke_api_key
 
@@ -50,7 +50,7 @@ def create_key(body: KeyCreate, session: SessionDep, admin: AdminPrincipal):
     try:
         row, plain = create_api_key(session, tenant, body.name, body.scopes, expires)
     except ValueError as exc:
-        raise ApiError(422, "invalid_scopes", str(exc)) from None
+        raise ClientError(422, "invalid_scopes", str(exc)) from None
     session.commit()  # before the response: a list read right after (the tenants' live keys) sees it
     return KeyCreated(**_out(row), key=plain)
 
@@ -67,5 +67,5 @@ def list_keys(session: SessionDep, admin: AdminPrincipal):
 def revoke_key(prefix: str, session: SessionDep, admin: AdminPrincipal):
     """Revoke the tenant's live keys with this prefix."""
     if not revoke_api_key(session, prefix, admin.tenant_id):
-        raise ApiError(404, "key_not_found", f"no live key with prefix {prefix!r}")
+        raise ClientError(404, "key_not_found", f"no live key with prefix {prefix!r}")
     return Response(status_code=204)

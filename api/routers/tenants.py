@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from api.deps import DEFAULT_TENANT_ID, AdminPrincipal, Principal, SessionDep
-from api.errors import ApiError
+from core.errors import ClientError
 from core.models import ApiKey, Tenant
 from core.tenancy import create_api_key
 
@@ -22,7 +22,9 @@ router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"])
 
 def get_operator(admin: AdminPrincipal) -> Principal:
     if admin.tenant_id != DEFAULT_TENANT_ID:
-        raise ApiError(403, "not_operator", "only admin keys of the default (operator) tenant manage tenants")
+        raise ClientError(
+            403, "not_operator", "only admin keys of the default (operator) tenant manage tenants"
+        )
     return admin
 
 
@@ -60,7 +62,7 @@ def list_tenants(session: SessionDep, _: Operator):
 def create_tenant(body: TenantCreate, session: SessionDep, _: Operator):
     """A new tenant and its first admin key (with it, the tenant's admins create their other keys)."""
     if session.scalar(select(Tenant.id).where(Tenant.name == body.name)) is not None:
-        raise ApiError(409, "tenant_exists", f"a tenant named {body.name!r} exists")
+        raise ClientError(409, "tenant_exists", f"a tenant named {body.name!r} exists")
     tenant = Tenant(name=body.name)
     session.add(tenant)
     session.flush()

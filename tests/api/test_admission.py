@@ -7,7 +7,7 @@ import pytest
 
 from api import admission
 from api.admission import AnswerSlots
-from api.errors import ApiError
+from core.errors import ClientError
 
 
 @pytest.fixture
@@ -17,8 +17,8 @@ def clock(monkeypatch):
     return now
 
 
-def _refused(slots: AnswerSlots) -> ApiError:
-    with pytest.raises(ApiError) as refused:
+def _refused(slots: AnswerSlots) -> ClientError:
+    with pytest.raises(ClientError) as refused:
         slots.admit()
     return refused.value
 
@@ -83,13 +83,13 @@ def test_without_a_target_the_ceiling_is_a_fixed_limit(clock):
 def test_a_flooding_tenant_cannot_take_every_slot(clock):
     slots = AnswerSlots(ceiling=4, target=None)
     flood = [slots.admit("d") for _ in range(4)]  # alone, tenant d borrows every slot
-    with pytest.raises(ApiError):
+    with pytest.raises(ClientError):
         slots.admit("d")
     b = slots.admit("b")  # under its share (4 // 2): admitted past the limit
     slots.admit("b")
-    with pytest.raises(ApiError):
+    with pytest.raises(ClientError):
         slots.admit("b")  # at its share now
-    with pytest.raises(ApiError):
+    with pytest.raises(ClientError):
         slots.admit("d")
     slots.release(b, generated=True)
     for ticket in flood[:3]:

@@ -12,10 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.deps import Principal
-from api.errors import ApiError
 from api.main import build_state, create_app
 from api.ratelimit import RateLimiter, limit_storage
 from core.database import session_scope
+from core.errors import ClientError
 from core.settings.limits import LimitSettings
 from core.tenancy import create_api_key, get_or_create_tenant
 from tests.support.http import running
@@ -88,7 +88,7 @@ def test_tokens_are_charged_after_the_answer_and_refuse_the_next_request(setting
     meter = limiter.admit(caller)
     assert meter.headers["x-ratelimit-remaining-tokens"] == "100"
     meter.charge({"prompt_tokens": 90, "completion_tokens": 30})  # over: the window is used up
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(ClientError) as refused:
         limiter.admit(caller)
     assert refused.value.status == 429 and "token rate limit" in refused.value.message
     assert int(refused.value.headers["Retry-After"]) >= 1
@@ -121,7 +121,7 @@ def test_api_processes_without_redis_share_their_counters_in_postgres(settings, 
         try:
             limiters[i % 2].admit(caller)
             admitted += 1
-        except ApiError as refused:
+        except ClientError as refused:
             assert refused.status == 429
     for e in engines:
         e.dispose()

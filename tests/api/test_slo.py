@@ -9,8 +9,8 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from api.errors import ApiError
 from api.slo import SloTracker, observed
+from core.errors import ClientError
 from core.settings.observability import RouteSlo, SloSettings
 
 TENANT = uuid.uuid4()
@@ -57,7 +57,7 @@ async def _answer():
 
 
 async def _refused(status: int):
-    raise ApiError(status, "x", "refused")
+    raise ClientError(status, "x", "refused")
     yield  # an async generator
 
 
@@ -67,7 +67,7 @@ def test_observed_times_the_stream_and_counts_tenant_tokens(tracker):
     assert slo.goodput("chat") == 1.0
     assert tokens.labels(str(TENANT), "prompt")._value.get() == 7
     for status in (404, 503):
-        with pytest.raises(ApiError):
+        with pytest.raises(ClientError):
             asyncio.run(_drain(observed(_refused(status), slo, "chat", tokens, TENANT)))
     # The 404 is the client's mistake; the 503 is the platform failing the request.
     assert slo.goodput("chat") == pytest.approx(0.5)

@@ -15,12 +15,12 @@ from fastapi.testclient import TestClient
 
 from api.charging import Reservation, charging, reserve
 from api.deps import DEFAULT_TENANT_ID, Principal
-from api.errors import ApiError
 from api.main import build_state, create_app
 from api.mcp.stdio import key_request
 from api.mcp.tools import Caller, StartRunArgs, start_agent_run
 from api.ratelimit import Meter, RateLimiter, limit_storage
 from core.database import session_scope
+from core.errors import ClientError
 from core.settings.limits import LimitSettings
 from core.tenancy import create_api_key, get_or_create_tenant
 from inference.provider import LLMProvider
@@ -62,7 +62,7 @@ def test_reservations_hold_the_worst_case_and_settle_on_actual_use(settings, db_
     key = meter.scopes[0]
     held = reserve(meter, 400, 250)  # 650 of 1000 held before any token is made
     assert _remaining(limiter, key) == 350 and _remaining(limiter, key, "output_tokens") == 50
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(ClientError) as refused:
         reserve(meter, 100, 100)  # output counter: 100 > 50 left
     assert refused.value.status == 429 and "output token rate limit" in refused.value.message
     assert _remaining(limiter, key) == 350  # the refused reservation took nothing
@@ -158,11 +158,11 @@ def test_a_refused_generation_gives_its_tokens_back_off_the_event_loop(monkeypat
     monkeypatch.setattr(Reservation, "settle", settle)
 
     async def refused():
-        raise ApiError(503, "overloaded", "too many answers at once")
+        raise ClientError(503, "overloaded", "too many answers at once")
         yield  # pragma: no cover - an async generator that fails at its first step
 
     async def first_event(events):
-        with pytest.raises(ApiError):
+        with pytest.raises(ClientError):
             await anext(events)
 
     asyncio.run(first_event(charging(refused(), Reservation(Meter(None, []), 100, 50))))
