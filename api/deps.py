@@ -87,7 +87,7 @@ def get_principal(
         session.commit()  # records the key's use and frees the connection for the rest of the request
         if key is not None:
             principal = Principal(key.tenant_id, key.id, frozenset(key.scopes))
-            state.known_keys.learn(plain.strip(), key.tenant_id)
+            state.known_keys.learn(key.key_hash, key.tenant_id)
         elif settings.auth_required:
             raise unauthorized("unknown, revoked or expired API key")
         # Auth off: clients that always send some key (the OpenAI SDK does) act as the default tenant.

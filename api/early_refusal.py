@@ -37,8 +37,8 @@ class KnownKeys:
         self.size = size
         self._tenants: OrderedDict[str, uuid.UUID] = OrderedDict()
 
-    def learn(self, plain: str, tenant: uuid.UUID) -> None:
-        digest = hash_api_key(plain)
+    def learn(self, digest: str, tenant: uuid.UUID) -> None:
+        """Remember an authenticated key by its stored hash (`ApiKey.key_hash`: not hashed again)."""
         self._tenants[digest] = tenant
         self._tenants.move_to_end(digest)
         if len(self._tenants) > self.size:

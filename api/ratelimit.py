@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -78,8 +78,8 @@ class RateLimiter:
         self.knobs = knobs
         self.storage = storage
 
-    def _one_connection(self):
-        """A request's calls on one connection of the Postgres storage (Redis has no such need)."""
+    def _one_transaction(self) -> AbstractContextManager[None]:
+        """A request's calls in one transaction of the Postgres storage (Redis has no such need)."""
         return self.storage.pinned() if isinstance(self.storage, PostgresStorage) else nullcontext()
 
     @property
@@ -113,7 +113,7 @@ class RateLimiter:
 
     def admit(self, principal: Principal) -> Meter:
         """Count one request against every scope; 429 if a scope has no requests or tokens left."""
-        with self._one_connection():
+        with self._one_transaction():
             return self._admit(self.scopes(principal))
 
     def _admit(self, scopes: list[_Scope]) -> Meter:
@@ -132,7 +132,7 @@ class RateLimiter:
 
     def charge(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Add used tokens; over a limit, use up what is left of it, so that the next request waits."""
-        with self._one_connection():
+        with self._one_transaction():
             self._charge(scopes, costs)
 
     def _charge(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
@@ -147,7 +147,7 @@ class RateLimiter:
 
     def reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Take `costs` from every counter of every scope, or none of them: 429 when one lacks room."""
-        with self._one_connection():
+        with self._one_transaction():
             self._reserve(scopes, costs)
 
     def _reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
@@ -169,7 +169,7 @@ class RateLimiter:
 
     def give_back(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Return reserved tokens that were not used."""
-        with self._one_connection():
+        with self._one_transaction():
             self._give_back([(s, name, costs.get(name, 0)) for s in scopes for name in s.tokens])
 
     def _give_back(self, taken: list[tuple[_Scope, str, int]]) -> None:
