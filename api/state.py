@@ -29,7 +29,7 @@ class AppState(Platform):
 
     async def aclose(self) -> None:
         """Stop the API's services, then the platform's (at shutdown)."""
-        self.agent_runner.shutdown()
+        await self.agent_runner.aclose()
         if self.rate_limiter is not None:
             self.rate_limiter.close()
         if self.sampler is not None:

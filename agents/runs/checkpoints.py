@@ -33,21 +33,31 @@ async def open_checkpointer(database_url: str) -> tuple[AsyncConnectionPool, Asy
         check=AsyncConnectionPool.check_connection,
         open=False,
     )
-    await pool.open(wait=True, timeout=30)
-    saver = AsyncPostgresSaver(pool)
-    # NOTE: one process at a time: two API processes (or runners) migrating the tables at once
-    # failed with a unique violation on the saver's version table, or deadlocked.
-    async with pool.connection() as conn:
-        await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_SETUP_LOCK,))
-        try:
-            await saver.setup()  # creates or migrates the checkpoint tables (its own version table)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_SETUP_LOCK,))
+    try:
+        await pool.open(wait=True, timeout=30)
+        saver = AsyncPostgresSaver(pool)
+        # NOTE: one process at a time: two API processes (or runners) migrating the tables at once
+        # failed with a unique violation on the saver's version table, or deadlocked. A session
+        # lock, not a transaction one: the saver builds its indexes CONCURRENTLY, which waits for
+        # every open transaction, the lock's included. A set-up cut short leaves it held on a
+        # pooled connection; closing the pool (below, and at shutdown) releases it.
+        async with pool.connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (_SETUP_LOCK,))
+            try:
+                await saver.setup()  # creates or migrates the checkpoint tables (its own version table)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (_SETUP_LOCK,))
+    except BaseException:
+        await pool.close()
+        raise
     return pool, saver
 
 
 def prune_finished(session: Session) -> int:
-    """Delete the checkpoints of finished runs; returns how many runs had some."""
+    """Delete the checkpoints of finished runs; returns how many runs had some (none before the
+    first run made the checkpointer create its tables)."""
+    if session.execute(text("SELECT to_regclass('checkpoint_writes')")).scalar() is None:
+        return 0
     rows = (
         session.execute(
             text(

@@ -24,7 +24,6 @@ log = logging.getLogger("groundwork.agents")
 async def resume_stalled(runner: AgentRunner) -> list[uuid.UUID]:
     """One recovery pass; also prunes finished runs' checkpoints. Returns the runs this process
     resumed (another process's claim may have won some of those found)."""
-    await runner.saver()  # NOTE: before any session: its first use may create tables
     with runner.sessions() as session:
         stalled = durable.find_stalled(session, AgentRun, ACTIVE, runner.settings.agents.stale_after_s)
         found = [(run.id, run.status == "queued") for run in stalled]  # queued: never started

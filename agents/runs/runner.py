@@ -72,6 +72,7 @@ class AgentRunner:
         self.recovery: durable.Recovery | None = None  # started by the API's lifespan (recovery.py)
         self.live = RunEvents()  # what listeners here are sent as the segments go
         self._cancelling: set[uuid.UUID] = set()
+        self._stopped = False  # shut down: starts nothing (a recovery pass may still be on its way)
         self._saver = None
         self._pool = None
         self._lock = asyncio.Lock()
@@ -92,6 +93,8 @@ class AgentRunner:
         segment (of this process or another) holds the run, or it is finished."""
         if run_id in self.tasks:
             raise RuntimeError(f"run {run_id} is already working")
+        if self._stopped:
+            return None
         lease = RunLease(self.sessions, self.process, run_id, self.settings.agents.stale_after_s)
         if not lease.claim():
             return None
@@ -132,10 +135,23 @@ class AgentRunner:
     def shutdown(self) -> None:
         """Process exit: stop segments without marking them, so that another process resumes them
         once their leases go stale."""
+        self._stopped = True
         if self.recovery is not None:
             self.recovery.stop()
         for task in list(self.tasks.values()):
             task.cancel()
+
+    async def aclose(self) -> None:
+        """`shutdown`, then wait for the cancelled segments and close the checkpointer's pool.
+
+        NOTE: a pool left open outlives the event loop: its connections (one may be mid-setup)
+        keep the loop's shutdown waiting on tasks that can no longer finish."""
+        self.shutdown()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        async with self._lock:
+            if self._pool is not None:
+                await self._pool.close()
+            self._pool, self._saver = None, None
 
     # --- one segment ---------------------------------------------------------------------------
 

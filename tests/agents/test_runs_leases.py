@@ -52,12 +52,6 @@ class ScriptedRunner(AgentRunner):
         context = ToolContext(self.sessions, self.settings, run.tenant_id, [])
         return AgentDeps(self.model, context, list(run.tools), [], Budgets(**run.budgets))
 
-    async def close(self) -> None:
-        self.shutdown()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
-        if self._pool is not None:
-            await self._pool.close()
-
 
 def _settings(settings, stale_after_s: float):
     agents = settings.agents.model_copy(update={"stale_after_s": stale_after_s})
@@ -113,7 +107,7 @@ def test_a_run_whose_process_died_is_resumed_by_exactly_one_other(settings, sess
             await asyncio.wait_for(dying.paused.wait(), 60)  # the calculator step is checkpointed
             assert await resume_stalled(b) == [] and await resume_stalled(c) == []  # A is alive
             assert b.start(run_id) is None  # a live segment's run cannot be claimed
-            await a.close()  # process A dies mid-segment: the run stays running, its lease goes stale
+            await a.aclose()  # process A dies mid-segment: the run stays running, its lease goes stale
             assert _row(session_factory, run_id).status == "running"
             await asyncio.sleep(1.5)
             resumed = [await resume_stalled(b), await resume_stalled(c)]
@@ -127,7 +121,7 @@ def test_a_run_whose_process_died_is_resumed_by_exactly_one_other(settings, sess
             assert (len(dying.seen), len(b_model.seen), len(c_model.seen)) == (1, 1, 0)
         finally:
             for runner in (a, b, c):
-                await runner.close()
+                await runner.aclose()
 
     asyncio.run(scenario())
 
@@ -161,7 +155,7 @@ def test_a_cancel_written_by_one_process_stops_the_run_another_drives(
             events = [e async for e in b.live.stream(run_id, listening)]  # it is told, and not left waiting
             assert events[-1]["type"] == "final" and events[-1]["status"] == "cancelled", events[-1]
         finally:
-            await a.close()
-            await b.close()
+            await a.aclose()
+            await b.aclose()
 
     asyncio.run(scenario())

@@ -58,6 +58,18 @@ def test_full_engine_queue_is_a_503_with_retry_after(settings):
     assert resp.json()["error"]["code"] == "engine_overloaded"
 
 
+def test_a_stopped_api_closes_its_checkpoint_pool(settings):
+    # NOTE: CI hung 10 minutes on the shutdown of a test app: the pool was left open, and
+    # psycopg_pool's tasks swallow a cancel that arrives mid-job, so the loop's end waited for them.
+    app = create_app(settings)
+    with TestClient(app) as client:
+        runner = app.state.groundwork.agent_runner
+        client.portal.call(runner.saver)  # as a run's first step does, on the app's loop
+        pool = runner._pool
+        assert pool is not None and not pool.closed
+    assert pool.closed
+
+
 def test_stream_failures_end_with_an_error_event():
     async def events():
         yield sse("token", {})

@@ -188,16 +188,17 @@ def test_an_mcp_run_started_without_waiting_is_charged_to_the_callers_key(settin
         tenant = get_or_create_tenant(session, f"mcp-{uuid.uuid4().hex[:8]}")
         row, plain = create_api_key(session, tenant, "t")
         principal = Principal(row.tenant_id, row.id, frozenset(row.scopes))
-    # the session app's checkpoint tables made first: two runners making them at once deadlock
-    assert client.post(f"/v1/agents/runs/{uuid.uuid4()}/cancel").status_code == 404
     state = _state(strict, client)
     args = StartRunArgs(input="What is 17 * 23?", tools=["calculator"], wait=False)
 
     async def main() -> dict:
         run = await start_agent_run(Caller(state, principal, key_request(plain)), args)
         assert run["status"] == "queued", run
-        await state.agent_runner.wait(uuid.UUID(run["id"]))
-        return read_run(state, principal.tenant_id, uuid.UUID(run["id"]))
+        try:
+            await state.agent_runner.wait(uuid.UUID(run["id"]))
+            return read_run(state, principal.tenant_id, uuid.UUID(run["id"]))
+        finally:
+            await state.agent_runner.aclose()  # its checkpoint pool lives on this loop
 
     try:
         run = asyncio.run(main())
@@ -206,5 +207,4 @@ def test_an_mcp_run_started_without_waiting_is_charged_to_the_callers_key(settin
         # the key's counter moved (by the calls' settled tokens; the usage's exact sum is not the point)
         assert used > 0 and _remaining(state.rate_limiter, key) < LIMIT, run["usage"]
     finally:
-        state.agent_runner.shutdown()
         state.engine.dispose()
