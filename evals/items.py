@@ -80,13 +80,13 @@ class AnswerEvaluator:
     async def evaluate(self, session: Session, key: str) -> ItemResult:
         item = self.items[key]
         settings = self.ctx.settings
-        backend = self.ctx.chat_backend()
+        backend = self.ctx.llm.backend()
+        retrieval_llm = self.ctx.llm.retrieval_backend(generator=backend)
         search = SearchRequest(query=item.question, options=self.overrides)
 
         async def retrieve(query: str):
-            return await retrieve_sources(
-                session, settings, [self.collection], search.model_copy(update={"query": query}), backend
-            )
+            request = search.model_copy(update={"query": query})
+            return await retrieve_sources(session, settings, [self.collection], request, retrieval_llm)
 
         pipeline = AskPipeline(retrieve, backend, settings.qa)
         request = AskRequest(
@@ -138,7 +138,7 @@ class AgentEvaluator:
 
     async def evaluate(self, session: Session, key: str) -> ItemResult:
         case = self.cases[key]
-        model = AgentChatModel(self.ctx.chat_backend(), max_tokens=self.max_tokens)
+        model = AgentChatModel(self.ctx.llm.backend(), max_tokens=self.max_tokens)
         turn = await model.call(case.messages, [*case.tools, final_answer_tool()], "required", parallel=True)
         calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER]
         called = bool(calls)

@@ -15,8 +15,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -30,7 +29,7 @@ from evals.items import AgentEvaluator, AnswerEvaluator, RetrievalEvaluator
 from evals.metrics import latency_summary, mean_metrics
 from evals.prepare import ensure_collection
 from evals.sweep import sweep_table
-from inference.client import ChatBackend
+from inference.provider import LLMProvider
 
 log = logging.getLogger(__name__)
 OPEN = (JobStatus.queued, JobStatus.running)
@@ -45,13 +44,7 @@ class RunContext:
     settings: Settings
     sessions: sessionmaker[Session]
     worker: str  # pid@host, recorded on every item this worker evaluates
-    make_backend: Callable[[], ChatBackend]  # the answer kind's generator, built on first use
-    _backend: ChatBackend | None = field(default=None, repr=False)
-
-    def chat_backend(self) -> ChatBackend:
-        if self._backend is None:
-            self._backend = self.make_backend()
-        return self._backend
+    llm: LLMProvider  # the answer and agent kinds' generator, loaded on first use
 
 
 def spread_sample(keys: list[str], n: int, seed: int = 0) -> list[str]:

@@ -60,6 +60,13 @@ class ChatBackend(Protocol):
         self, messages: list[dict], params: SamplingParams, request_id: str | None = None
     ) -> AsyncIterator[ChatDelta]: ...
 
+    async def top_logprobs(
+        self, messages: list[dict], n: int = 20, cache_salt: str | None = None
+    ) -> dict[str, float]:
+        """Log-probabilities of the likeliest first tokens of the reply to `messages`, keyed by
+        token text (at most `n`: the engine and OpenAI servers return at most 20)."""
+        ...
+
 
 async def complete_chat(
     backend: ChatBackend, messages: list[dict], params: SamplingParams
@@ -106,6 +113,17 @@ class LocalChatBackend:
         except BaseException as exc:  # the caller's cancellation included: the span says why it ended
             span.fail(exc)
             raise
+
+    async def top_logprobs(
+        self, messages: list[dict], n: int = 20, cache_salt: str | None = None
+    ) -> dict[str, float]:
+        prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=n, cache_salt=cache_salt)
+        top: dict[int, float] = {}
+        async for out in self.engine.generate(uuid.uuid4().hex, prompt, params):
+            for entry in out.logprobs or []:
+                top = entry.top or {entry.token_id: entry.logprob}
+        return {self.engine.decode([tid]): lp for tid, lp in top.items()}
 
 
 class RemoteChatBackend:
@@ -192,6 +210,22 @@ class RemoteChatBackend:
                 usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached)
                 span.finish(finish_reason, *usage.counts())
                 yield ChatDelta(finished=True, finish_reason=finish_reason, usage=usage)
+
+    async def top_logprobs(
+        self, messages: list[dict], n: int = 20, cache_salt: str | None = None
+    ) -> dict[str, float]:
+        response = await self.client.chat.completions.create(
+            model=self.model_name,
+            messages=messages,
+            max_tokens=1,
+            temperature=0.0,
+            logprobs=True,
+            top_logprobs=n,
+            extra_body={"cache_salt": cache_salt} if cache_salt else None,
+        )
+        choice = response.choices[0]
+        content = choice.logprobs.content if choice.logprobs else None
+        return {t.token: t.logprob for t in content[0].top_logprobs} if content else {}
 
     async def tool_turn(
         self,

@@ -6,6 +6,9 @@ transforms, evals, the CLI) asks an `LLMProvider` for a chat backend, which is, 
 - `engine.backend = "vllm"`: the vLLM server `groundwork up` supervises (inference/vllm_server.py);
 - else our engine, in-process, loaded on first use.
 
+Retrieval's query transforms and LLM reranker get `retrieval_backend()`: the server at
+`retrieval.llm_base_url` when set, else the generator above (for answers, the cascade's first).
+
 `qa.cascade` (agents/qa/README.md, "Cascade") is a policy over the provider's models: `cascade()`
 hands out one `Rung` per listed model, `llm_model` being the backend above, any other model our
 engine run in-process (one engine per model, started on first use and shut down with the rest) or
@@ -92,6 +95,7 @@ class LLMProvider:
         # Cascade models other than llm_model, by name: an engine each, or a server's client.
         self._engines: dict[str, EngineClient] = {}
         self._servers: dict[str, ChatBackend] = {}
+        self._retrieval: ChatBackend | None = None  # retrieval.llm_base_url's client, when set
 
     @property
     def in_process(self) -> bool:
@@ -148,6 +152,25 @@ class LLMProvider:
         engine = self.local_engine()
         return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)
 
+    def retrieval_backend(
+        self, cache_salt: str | None = None, generator: ChatBackend | None = None
+    ) -> ChatBackend:
+        """What query transforms and the LLM reranker call, salted with `cache_salt`:
+        `retrieval.llm_base_url`'s server if set, else `generator` (the caller's: an answer's first
+        cascade model, an agent's model), else `backend()`."""
+        from inference.salting import SaltedChat
+
+        cfg = self.settings.retrieval
+        if cfg.llm_base_url is not None:
+            with self._lock:
+                if self._retrieval is None:
+                    model = cfg.llm_model or self.settings.llm_model
+                    self._retrieval = RemoteChatBackend(cfg.llm_base_url, model, cfg.llm_api_key or "none")
+                generator = self._retrieval
+        elif generator is None:
+            return self.backend(cache_salt)
+        return SaltedChat(generator, cache_salt) if cache_salt else generator
+
     def cascade(self, cache_salt: str | None = None) -> list[Rung]:
         """The answer cascade (`qa.cascade`), smallest first; empty when none is configured."""
         return [
@@ -184,10 +207,10 @@ class LLMProvider:
             for engine in [self._engine, *self._engines.values()]:
                 if engine is not None:
                     engine.shutdown()
-            for backend in [self._remote, *self._servers.values()]:
+            for backend in [self._remote, self._retrieval, *self._servers.values()]:
                 close = getattr(backend, "close", None)
                 if close is not None:
                     close()
-            self._engine, self._remote = None, None
+            self._engine, self._remote, self._retrieval = None, None, None
             self._engines.clear()
             self._servers.clear()

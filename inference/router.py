@@ -205,6 +205,29 @@ class ReplicaRouter:
                 replica.in_flight -= 1
         raise EngineOverloadedError(f"no replica could serve the request: {last}", retry_after_s=2.0)
 
+    async def _first_to_answer(self, messages: list[dict], salt: str | None, call: Callable) -> Any:
+        """`call(backend)` on the replicas in routing order, until one answers (non-streamed calls)."""
+        last: Exception | None = None
+        for replica in self.order(messages, salt):
+            replica.in_flight += 1
+            replica.requests += 1
+            self.remember(replica, messages, salt)
+            try:
+                return await call(replica.backend)
+            except RETRYABLE as exc:
+                self._failed(replica, exc)
+                last = exc
+            finally:
+                replica.in_flight -= 1
+        raise EngineOverloadedError(f"no replica could serve the request: {last}", retry_after_s=2.0)
+
+    async def top_logprobs(
+        self, messages: list[dict], n: int = 20, cache_salt: str | None = None
+    ) -> dict[str, float]:
+        return await self._first_to_answer(
+            messages, cache_salt, lambda backend: backend.top_logprobs(messages, n, cache_salt)
+        )
+
     async def tool_turn(
         self,
         messages: list[dict],
@@ -215,21 +238,13 @@ class ReplicaRouter:
         cache_salt: str | None = None,
         parallel: bool = False,
     ) -> Any:
-        last: Exception | None = None
-        for replica in self.order(messages, cache_salt):
-            replica.in_flight += 1
-            replica.requests += 1
-            self.remember(replica, messages, cache_salt)
-            try:
-                return await replica.backend.tool_turn(
-                    messages, tools, tool_choice, max_tokens, temperature, cache_salt, parallel
-                )
-            except RETRYABLE as exc:
-                self._failed(replica, exc)
-                last = exc
-            finally:
-                replica.in_flight -= 1
-        raise EngineOverloadedError(f"no replica could serve the request: {last}", retry_after_s=2.0)
+        return await self._first_to_answer(
+            messages,
+            cache_salt,
+            lambda backend: backend.tool_turn(
+                messages, tools, tool_choice, max_tokens, temperature, cache_salt, parallel
+            ),
+        )
 
     def stats(self) -> list[dict]:
         return [

@@ -53,6 +53,11 @@ class SaltedChat:
     ) -> AsyncIterator[ChatDelta]:
         return self.backend.stream_chat(messages, _salted(params, self.salt), request_id)
 
+    async def top_logprobs(
+        self, messages: list[dict], n: int = 20, cache_salt: str | None = None
+    ) -> dict[str, float]:
+        return await self.backend.top_logprobs(messages, n, cache_salt or self.salt)
+
     async def tool_turn(
         self,
         messages: list[dict],

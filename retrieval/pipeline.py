@@ -21,7 +21,6 @@ from retrieval.bm25 import BM25Retriever
 from retrieval.dense import DenseRetriever
 from retrieval.filters import SearchFilters
 from retrieval.fusion import fuse
-from retrieval.llm import RelevanceJudge
 from retrieval.rerank import CrossEncoderReranker, LLMReranker, Reranker
 from retrieval.transform import HyDE, MultiQuery
 from retrieval.types import Hit
@@ -69,21 +68,15 @@ WHERE c.id = ANY(CAST(:ids AS uuid[])) AND c.collection_id = :cid
 
 
 class SearchPipeline:
-    """Runs one `RetrievalConfig` against a collection. `chat` (for query transforms) and `judge`
-    (for the LLM reranker) are only needed when the config asks for them."""
+    """Runs one `RetrievalConfig` against a collection. `llm` (for query transforms and the LLM
+    reranker) is only needed when the config asks for one (`RetrievalConfig.needs_llm`)."""
 
     def __init__(
-        self,
-        config: RetrievalConfig,
-        *,
-        encoder: Encoder = default_encoder,
-        chat: ChatBackend | None = None,
-        judge: RelevanceJudge | None = None,
+        self, config: RetrievalConfig, *, encoder: Encoder = default_encoder, llm: ChatBackend | None = None
     ) -> None:
         self.config = config
         self.encoder = encoder
-        self.chat = chat
-        self.judge = judge
+        self.llm = llm
 
     def _reranker(self) -> tuple[Reranker | None, str]:
         cfg = self.config.rerank
@@ -93,23 +86,23 @@ class SearchPipeline:
             if not cfg.model:
                 return None, "skipped: no rerank.model configured for the cross-encoder"
             return CrossEncoderReranker(cfg), f"cross-encoder {cfg.model}"
-        if self.judge is None:
+        if self.llm is None:
             return None, "skipped: no LLM backend for the LLM reranker"
-        return LLMReranker(cfg, self.judge), "llm"
+        return LLMReranker(cfg, self.llm), "llm"
 
     async def _queries(self, query: str, debug: dict) -> tuple[list[str], list[str]]:
         """(queries for BM25, texts whose mean vector is each dense query), per transform."""
         kind = self.config.transform.kind
         needs_dense = self.config.mode != "bm25"
-        if kind == "none" or self.chat is None:
+        if kind == "none" or self.llm is None:
             if kind != "none":
                 debug["transform"] = f"skipped: no LLM backend for {kind}"
             return [query], [query]
         if kind == "hyde":
-            answer = await HyDE(self.config.transform, self.chat).run(query) if needs_dense else ""
+            answer = await HyDE(self.config.transform, self.llm).run(query) if needs_dense else ""
             debug["hyde"] = answer
             return [query], ([query, answer] if answer else [query])
-        queries = await MultiQuery(self.config.transform, self.chat).run(query)
+        queries = await MultiQuery(self.config.transform, self.llm).run(query)
         debug["queries"] = queries
         return queries, queries
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from typing import Protocol
 
 from core.registry import resolve_model
 from core.settings.retrieval import RerankConfig
 from core.tracing import traced
-from retrieval.llm import RelevanceJudge
+from inference.client import ChatBackend
 from retrieval.types import Hit
+
+# NOTE: the engine and OpenAI servers return at most 20 top logprobs; a verdict missing from
+# them gets this logprob, below anything the model found plausible.
+_ABSENT = -30.0
 
 _CE_CACHE: dict[str, object] = {}
 _CE_LOCK = threading.Lock()
@@ -77,20 +82,33 @@ def judge_messages(query: str, passage: str) -> list[dict]:
     ]
 
 
+def verdict_logprobs(top: dict[str, float]) -> tuple[float, float]:
+    """(log P(yes), log P(no)) from top next-token logprobs keyed by token text; spellings such as
+    "Yes", " yes" and "YES" are one verdict (their probabilities add up)."""
+    mass = {"yes": 0.0, "no": 0.0}
+    for token, logprob in top.items():
+        word = token.strip().lower()
+        if word in mass:
+            mass[word] += math.exp(logprob)
+    return tuple(math.log(m) if m > 0 else _ABSENT for m in (mass["yes"], mass["no"]))  # type: ignore[return-value]
+
+
 class LLMReranker:
-    """Pointwise LLM reranking: score = log P(yes) - log P(no) of the first answer token.
+    """Pointwise LLM reranking: score = log P(yes) - log P(no) of the first answer token, from the
+    chat backend's `top_logprobs` (our engine or any OpenAI-compatible server returning them).
 
     All candidates are judged concurrently so the engine batches them (`batch_size` at a time).
     """
 
     name = "rerank"
 
-    def __init__(self, config: RerankConfig, judge: RelevanceJudge) -> None:
+    def __init__(self, config: RerankConfig, llm: ChatBackend) -> None:
         self.config = config
-        self.judge = judge
+        self.llm = llm
 
     async def score(self, query: str, passage: str) -> float:
-        yes, no = await self.judge.verdict(judge_messages(query, passage[: self.config.max_chars]))
+        top = await self.llm.top_logprobs(judge_messages(query, passage[: self.config.max_chars]))
+        yes, no = verdict_logprobs(top)
         return yes - no
 
     @traced("retrieval.rerank", {"groundwork.reranker": "llm"})

@@ -15,7 +15,6 @@ from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.config import resolve_config
 from retrieval.filters import SearchFilters
-from retrieval.llm import RelevanceJudge
 from retrieval.pipeline import Encoder, SearchPipeline, SearchResult, default_encoder
 
 
@@ -70,11 +69,10 @@ async def search(
     request: SearchRequest,
     *,
     encoder: Encoder = default_encoder,
-    chat: ChatBackend | None = None,
-    judge: RelevanceJudge | None = None,
+    llm: ChatBackend | None = None,
     config: RetrievalConfig | None = None,
 ) -> SearchResult:
     """`config`: the caller's `request_config` for this collection and request, when it resolved it."""
     config = config or request_config(defaults, collection, request)
-    pipeline = SearchPipeline(config, encoder=encoder, chat=chat, judge=judge)
+    pipeline = SearchPipeline(config, encoder=encoder, llm=llm)
     return await pipeline.run(session, collection, request.query, request.filters, debug=request.debug)

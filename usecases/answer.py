@@ -102,6 +102,7 @@ async def answer(
         configs = [request_config(platform.settings.retrieval, c, search) for c in collections]
         rungs = platform.llm.answer_models(cache_salt=str(tenant))
         backend = rungs[0].backend  # the first (smallest) model also rewrites and transforms queries
+        retrieval_llm = platform.llm.retrieval_backend(str(tenant), generator=backend)
 
         async def retrieve(query: str):
             found = await retrieve_sources(
@@ -109,7 +110,7 @@ async def answer(
                 platform.settings,
                 collections,
                 search.model_copy(update={"query": query}),
-                backend,
+                retrieval_llm,
                 configs,
             )
             # NOTE: end the read transaction so that the connection goes back to the pool while the

@@ -2,7 +2,7 @@
 
 The use case behind `POST /v1/collections/{id}/search`, the MCP `search` tool and `groundwork search`.
 It owns its session; an LLM is used (and the in-process engine loaded) only when the search's
-config needs one (a query transform or the LLM reranker).
+config needs one (a query transform or the LLM reranker): the provider's `retrieval_backend`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import uuid
 
 from core.models import Collection
 from core.tenancy import scope_to_tenant
-from retrieval.backends import llm_backends, needs_local_engine
 from retrieval.pipeline import SearchResult
 from retrieval.service import SearchRequest, request_config, search
 from usecases.lookups import get_collection
@@ -30,9 +29,6 @@ async def search_in_collection(
         scope_to_tenant(session, tenant)
         collection = get_collection(session, tenant, collection_ref)
         config = request_config(settings.retrieval, collection, request)
-        engine = platform.llm.local_engine() if needs_local_engine(settings, config) else None
-        chat, judge = llm_backends(settings, engine, cache_salt=str(tenant))
-        result = await search(
-            session, settings.retrieval, collection, request, chat=chat, judge=judge, config=config
-        )
+        llm = platform.llm.retrieval_backend(cache_salt=str(tenant)) if config.needs_llm else None
+        result = await search(session, settings.retrieval, collection, request, llm=llm, config=config)
     return collection, result

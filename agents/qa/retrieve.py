@@ -49,17 +49,18 @@ async def retrieve_sources(
     settings: Settings,
     collections: list[Collection],
     request: SearchRequest,
-    chat: ChatBackend | None,
+    llm: ChatBackend | None,
     configs: list[RetrievalConfig] | None = None,
 ) -> tuple[list[Source], dict[str, float]]:
     """Best-first sources across `collections` (rank-fused when several) and timings in ms;
+    `llm`: what query transforms and the LLM reranker call (`LLMProvider.retrieval_backend`);
     `configs`: each collection's `request_config`, when the caller resolved them already."""
     configs = configs or [request_config(settings.retrieval, c, request) for c in collections]
     rankings: list[list[ResultChunk]] = []
     timings: dict[str, float] = {}
     radius: dict[str, int] = {}
     for collection, config in zip(collections, configs, strict=True):
-        result = await search(session, settings.retrieval, collection, request, chat=chat, config=config)
+        result = await search(session, settings.retrieval, collection, request, llm=llm, config=config)
         rankings.append(result.results)
         radius.update({str(hit.chunk_id): config.neighbors for hit in result.results})
         for stage, ms in result.timings_ms.items():

@@ -40,6 +40,7 @@ from core import durable
 from core.models import AgentRun
 from core.settings import Settings
 from core.tracing import annotate, traced
+from inference.client import ChatBackend
 from inference.provider import Rung
 
 log = logging.getLogger("groundwork.agents")
@@ -57,10 +58,13 @@ class AgentRunner:
         mcp: McpPool | None = None,
         gate_for: Callable[[AgentRun], TokenGate | None] = lambda run: None,
         escalated: Callable[[list[dict]], None] | None = None,
+        retrieval_llm: Callable[[uuid.UUID, ChatBackend], ChatBackend] | None = None,
     ) -> None:
         # models: the cascade (qa.cascade) or the one generator; the first also serves the tools.
+        # retrieval_llm: (tenant, that model) -> what the search tools' query transforms and LLM
+        # reranker call (LLMProvider.retrieval_backend); without it they are skipped.
         self.sessions, self.settings, self.database_url = sessions, settings, database_url
-        self.models = models
+        self.models, self.retrieval_llm = models, retrieval_llm
         self.mcp, self.escalated = mcp, escalated
         # Who pays for a run's LLM calls: the gate its segment was started with (the caller's key),
         # else `gate_for(run)` (a run resumed after a restart: its tenant).
@@ -162,6 +166,8 @@ class AgentRunner:
         context = ToolContext(
             self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
         )
+        if self.retrieval_llm is not None:
+            context.retrieval_llm = self.retrieval_llm(run.tenant_id, backend)
         gate = self.gates.get(run.id) or self.gate_for(run)
         model = AgentChatModel(
             backend, cache_salt=str(run.tenant_id), gate=gate, rungs=rungs, escalated=self.escalated

@@ -26,6 +26,8 @@ class ToolContext:
     tenant_id: uuid.UUID
     collection_ids: list[uuid.UUID]  # what search may read; all the tenant's when the run named none
     backend: ChatBackend | None = None
+    # What retrieval's query transforms and LLM reranker call, salted for the tenant (None: skipped).
+    retrieval_llm: ChatBackend | None = None
     # chunk id -> source dict with its citation `number`, for the whole run (numbers never change).
     sources: dict[str, dict] = field(default_factory=dict)
 

@@ -58,7 +58,7 @@ async def search(
         if not collections:
             return ToolResult("No collections to search.", {"hits": []})
         request = SearchRequest(query=query, top_k=SEARCH_TOP_K)
-        found, _ = await retrieve_sources(session, ctx.settings, collections, request, ctx.backend)
+        found, _ = await retrieve_sources(session, ctx.settings, collections, request, ctx.retrieval_llm)
     hits, lines = [], []
     for source in found:
         number = ctx.cite(_source_dict(source))
@@ -174,7 +174,7 @@ async def ask(
 
         async def retrieve(query: str):
             return await retrieve_sources(
-                session, ctx.settings, collections, SearchRequest(query=query), None
+                session, ctx.settings, collections, SearchRequest(query=query), ctx.retrieval_llm
             )
 
         done: dict = {}

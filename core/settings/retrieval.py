@@ -148,6 +148,11 @@ class RetrievalConfig(BaseModel):
         description="Answers: generator tokens the sources may take (None: qa.sources_token_budget).",
     )
 
+    @property
+    def needs_llm(self) -> bool:
+        """A query transform or the LLM reranker: the search calls an LLM."""
+        return self.transform.kind != "none" or (self.rerank.enabled and self.rerank.kind == "llm")
+
 
 class RetrievalSettings(RetrievalConfig):
     """Platform defaults. NOTE: the BM25 text-search configuration (stemming, stop words) is an
@@ -159,7 +164,7 @@ class RetrievalSettings(RetrievalConfig):
     llm_base_url: str | None = Field(
         default=None,
         description="OpenAI-compatible server for the LLM reranker and query transforms. Unset: the "
-        "in-process engine (or engine.llm_base_url when that is set).",
+        "platform's generator (for answers, the first model of qa.cascade).",
     )
     llm_model: str | None = Field(default=None, description="Model name sent to that server.")
     llm_api_key: str | None = Field(default=None, description="Bearer key for that server.")

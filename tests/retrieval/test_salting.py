@@ -10,8 +10,9 @@ import pytest
 from agents.qa.pipeline import AskPipeline, AskRequest
 from core.settings import Settings
 from core.settings.retrieval import TransformConfig
+from inference.client import LocalChatBackend
 from inference.protocol import RequestOutput, SamplingParams
-from retrieval.backends import llm_backends
+from inference.provider import LLMProvider
 from retrieval.transform import HyDE, MultiQuery
 
 pytestmark = pytest.mark.unit
@@ -41,12 +42,12 @@ class RecordingEngine:
 
 def test_rewrite_hyde_multi_query_and_llm_judge_are_salted():
     engine = RecordingEngine()
-    chat, judge = llm_backends(Settings(), engine, cache_salt="tenant-a")
+    chat = LLMProvider(Settings()).retrieval_backend("tenant-a", generator=LocalChatBackend(engine))
 
     async def run_all():
         await HyDE(TransformConfig(kind="hyde"), chat).run("q")
         await MultiQuery(TransformConfig(kind="multi_query"), chat).run("q")
-        await judge.verdict([{"role": "user", "content": "relevant?"}])
+        await chat.top_logprobs([{"role": "user", "content": "relevant?"}])  # the LLM reranker's call
         pipeline = AskPipeline(None, chat, Settings().qa)
         await pipeline.standalone_query(AskRequest("and then?", history=[{"role": "user", "content": "x"}]))
 

@@ -11,7 +11,7 @@ import pytest
 from core.settings.retrieval import FusionConfig, RetrievalSettings
 from retrieval.config import resolve_config
 from retrieval.fusion import RRFFusion
-from retrieval.llm import verdict_logprobs
+from retrieval.rerank import verdict_logprobs
 from retrieval.transform import parse_rewrites
 from retrieval.types import ranked
 
@@ -63,22 +63,25 @@ def test_parse_rewrites_cleans_and_dedupes():
     assert parse_rewrites(raw, "flights Paris", 1) == ["cheap flights to Paris"]
 
 
-def test_llm_backend_choice():
+def test_retrieval_llm_choice():
     from core.settings import Settings
     from core.settings.retrieval import RerankConfig, RetrievalConfig, TransformConfig
-    from inference.client import LocalChatBackend, RemoteChatBackend
-    from retrieval.backends import llm_backends, needs_local_engine
-    from retrieval.llm import EngineJudge, RemoteJudge
+    from inference.client import RemoteChatBackend
+    from inference.provider import LLMProvider
 
-    plain = Settings(database_url="postgresql://x/y")
-    assert llm_backends(plain) == (None, None)
-    engine = type("Engine", (), {"model_name": "m"})()
-    chat, judge = llm_backends(plain, engine)
-    assert isinstance(chat, LocalChatBackend) and isinstance(judge, EngineJudge)
-    remote = Settings(database_url="postgresql://x/y", retrieval={"llm_base_url": "http://h:1/v1"})
-    chat, judge = llm_backends(remote, engine)
-    assert isinstance(chat, RemoteChatBackend) and isinstance(judge, RemoteJudge)
+    generator = type("Backend", (), {"model_name": "m"})()
+    plain = LLMProvider(Settings(database_url="postgresql://x/y"))
+    chat = plain.retrieval_backend("tenant-a", generator=generator)
+    assert chat.backend is generator and chat.salt == "tenant-a"  # the caller's model, salted
+    assert plain.retrieval_backend(generator=generator) is generator
+    retrieval = {"llm_base_url": "http://h:1/v1", "llm_model": "r"}
+    remote = LLMProvider(Settings(database_url="postgresql://x/y", retrieval=retrieval))
+    chat = remote.retrieval_backend("tenant-a", generator=generator)
+    assert isinstance(chat.backend, RemoteChatBackend) and chat.salt == "tenant-a"
+    assert (chat.backend.base_url, chat.model_name) == ("http://h:1/v1", "r")
+    assert remote.retrieval_backend("tenant-b").backend is chat.backend  # one client per process
     hyde = RetrievalConfig(transform=TransformConfig(kind="hyde"))
     llm_rerank = RetrievalConfig(rerank=RerankConfig(enabled=True, kind="llm"))
-    assert needs_local_engine(plain, hyde) and needs_local_engine(plain, llm_rerank)
-    assert not needs_local_engine(plain, RetrievalConfig()) and not needs_local_engine(remote, hyde)
+    ce_rerank = RetrievalConfig(rerank=RerankConfig(enabled=True, kind="cross-encoder"))
+    assert hyde.needs_llm and llm_rerank.needs_llm
+    assert not RetrievalConfig().needs_llm and not ce_rerank.needs_llm
