@@ -10,6 +10,8 @@ A leased row has `claimed_by` (its holder), `heartbeat_at` (the holder's last si
   taken over meanwhile is missing, and that is the signal to stop, checked between steps
   (cooperative cancel: nothing is interrupted mid-write).
 - `release` hands a row back at the end of a stretch of work, if it is still ours.
+- `give_up` ends, with `values` (a failed status and its reason), a row that `claim` refused
+  because it was claimed `max_attempts` times: work that keeps killing its worker stops there.
 - `find_stalled` lists rows whose holder is silent, for a recovery pass to resume or re-send.
 
 NOTE: every time is the database's `now()`, never a host's clock: workers on several hosts compare
@@ -64,6 +66,28 @@ def claim(
     query = query.values(claimed_by=owner, heartbeat_at=func.now(), attempts=model.attempts + 1, **values)
     returning = query.returning(model).execution_options(populate_existing=True, **_UNSYNCED)
     return session.execute(returning).scalar_one_or_none()
+
+
+def give_up(
+    session: Session,
+    model: Any,
+    id: Any,
+    owner: str,
+    stale_after_s: float,
+    max_attempts: int,
+    claimable_statuses: Collection[Any],
+    **values: Any,
+) -> bool:
+    """After `claim` returned None: set `values` on the row if that was for its attempts (claimable
+    otherwise: in those statuses, nobody live holding it) and free it; True if it did."""
+    query = (
+        update(model)
+        .where(model.id == id, model.status.in_(claimable_statuses), model.attempts >= max_attempts)
+        .where(claimable(model, owner, stale_after_s))
+        .values(claimed_by=None, **values)
+        .returning(model.id)
+    )
+    return session.execute(query.execution_options(**_UNSYNCED)).scalar_one_or_none() is not None
 
 
 def beat(

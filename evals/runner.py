@@ -67,15 +67,9 @@ def claim(
     running = {"status": JobStatus.running, "error": None}
     run = durable.claim(session, EvalRun, run_id, owner, stale_after_s, max_attempts, OPEN, **running)
     if run is None:
-        session.execute(
-            update(EvalRun)
-            .where(EvalRun.id == run_id, EvalRun.status.in_(OPEN), EvalRun.attempts >= max_attempts)
-            .where(durable.claimable(EvalRun, owner, stale_after_s))
-            .values(
-                status=JobStatus.failed,
-                error=func.concat("gave up: the run's worker died ", EvalRun.attempts, " times"),
-            )
-        )
+        reason = func.concat("gave up: the run's worker died ", EvalRun.attempts, " times")
+        failed = {"status": JobStatus.failed, "error": reason}
+        durable.give_up(session, EvalRun, run_id, owner, stale_after_s, max_attempts, OPEN, **failed)
     return run
 
 

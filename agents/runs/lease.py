@@ -12,6 +12,7 @@ import asyncio
 import logging
 import uuid
 
+from sqlalchemy import func
 from sqlalchemy.orm import Session, sessionmaker
 
 from agents.runs.store import ACTIVE, WAITING
@@ -30,21 +31,39 @@ class LeaseLost(Exception):
 
 class RunLease:
     def __init__(
-        self, sessions: sessionmaker[Session], process: str, run_id: uuid.UUID, stale_after_s: float
+        self,
+        sessions: sessionmaker[Session],
+        process: str,
+        run_id: uuid.UUID,
+        stale_after_s: float,
+        max_attempts: int,
     ) -> None:
         self.sessions, self.run_id, self.stale_after_s = sessions, run_id, stale_after_s
+        self.max_attempts = max_attempts
         self.owner = f"{process}/{run_id}"
         self.lost = False
         self._beating: asyncio.Task | None = None
 
     def claim(self) -> bool:
         """Take the run (free, its holder silent for `stale_after_s`, or ours already); False if a
-        live segment holds it or it is finished."""
+        live segment holds it or it is finished, or if it started `max_attempts` segments in a row
+        that never ended (their processes died): then it fails, saying so."""
         with session_scope(self.sessions) as session:
-            taken = durable.claim(
-                session, AgentRun, self.run_id, self.owner, self.stale_after_s, None, CLAIMABLE
+            args = (session, AgentRun, self.run_id, self.owner, self.stale_after_s, self.max_attempts)
+            if durable.claim(*args, CLAIMABLE) is not None:
+                return True
+            detail = func.concat(
+                "gave up: the run's process died in ", AgentRun.attempts, " segments in a row"
             )
-            return taken is not None
+            values = {
+                "finish_reason": "error",
+                "detail": detail,
+                "required_action": {},
+                "finished_at": func.now(),
+            }
+            if durable.give_up(*args, CLAIMABLE, status="failed", **values):
+                log.warning("agent run %s: given up after %d segments died", self.run_id, self.max_attempts)
+            return False
 
     def hold(self, session: Session) -> None:
         """Between steps, in the transaction that records the step: LeaseLost (the transaction

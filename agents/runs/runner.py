@@ -99,7 +99,8 @@ class AgentRunner:
             raise RuntimeError(f"run {run_id} is already working")
         if self._stopped:
             return None
-        lease = RunLease(self.sessions, self.process, run_id, self.settings.agents.stale_after_s)
+        knobs = self.settings.agents
+        lease = RunLease(self.sessions, self.process, run_id, knobs.stale_after_s, knobs.max_attempts)
         if not lease.claim():
             return None
         if gate is not None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.settings import Settings
+from core.tenancy import scope_to_tenant
 from inference.client import ChatBackend
 
 
@@ -30,6 +31,13 @@ class ToolContext:
     retrieval_llm: ChatBackend | None = None
     # chunk id -> source dict with its citation `number`, for the whole run (numbers never change).
     sources: dict[str, dict] = field(default_factory=dict)
+
+    def session(self) -> Session:
+        """A session of the run's tenant: with the platform's tenant scoping installed, row-level
+        security hides every other tenant's rows from the tools' queries, filters or not."""
+        session = self.sessions()
+        scope_to_tenant(session, self.tenant_id)
+        return session
 
     def cite(self, source: dict) -> int:
         """The run-wide number of a source, numbering it on first sight."""

@@ -53,7 +53,7 @@ async def search(
     query: Annotated[str, Field(min_length=1, max_length=100, description="What to look for")],
 ) -> ToolResult:
     """Search the documents for a query; returns the best passages, numbered for citation."""
-    with ctx.sessions() as session:
+    with ctx.session() as session:
         collections = _collections(session, ctx)
         if not collections:
             return ToolResult("No collections to search.", {"hits": []})
@@ -108,7 +108,7 @@ async def read_chunk(
 ) -> ToolResult:
     """Read one passage in full (bounded), by its source number or chunk id."""
     chunk_id = _resolve(ctx, ref, "chunk_id")
-    with ctx.sessions() as session:
+    with ctx.session() as session:
         row = session.execute(_tenant_chunks(ctx).where(Chunk.id == chunk_id)).first()
     if row is None:
         raise LookupError(f"no chunk {chunk_id}")
@@ -139,7 +139,7 @@ async def read_document(
 ) -> ToolResult:
     """Read the start of a whole document (bounded), by a source number or document id."""
     document_id = _resolve(ctx, ref, "document_id")
-    with ctx.sessions() as session:
+    with ctx.session() as session:
         rows = session.execute(
             _tenant_chunks(ctx).where(Chunk.document_id == document_id).order_by(Chunk.ordinal)
         ).all()
@@ -152,7 +152,7 @@ async def read_document(
 
 async def list_collections(ctx: ToolContext) -> ToolResult:
     """List the document collections this agent may search."""
-    with ctx.sessions() as session:
+    with ctx.session() as session:
         collections = _collections(session, ctx)
     items = [{"id": str(c.id), "name": c.name, "description": c.description} for c in collections]
     text = "\n".join(f"- {c['name']}: {c['description'] or '(no description)'}" for c in items)
@@ -168,7 +168,7 @@ async def ask(
     """Ask the documents a question; returns a grounded answer with numbered sources."""
     if ctx.backend is None:
         raise RuntimeError("ask needs a generator")
-    session = ctx.sessions()
+    session = ctx.session()
     try:
         collections = _collections(session, ctx)
 

@@ -21,6 +21,12 @@ class AgentSettings(BaseModel):
         description="A running segment beats every third of this; one silent this long lost its process "
         "(killed, host gone) and the run is resumed from its last checkpoint by another API process.",
     )
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        description="Segments in a row a run may start without one ending (its process died each time, "
+        "say: a run that kills it); the next claim fails the run instead, saying why.",
+    )
     recovery_interval_s: float = Field(
         default=20.0,
         gt=0,

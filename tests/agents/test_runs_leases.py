@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, update
 
 from agents.graphs.common import AgentDeps, Budgets
 from agents.runs.recovery import resume_stalled
@@ -159,3 +160,33 @@ def test_a_cancel_written_by_one_process_stops_the_run_another_drives(
             await b.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_run_whose_segments_keep_dying_is_given_up(settings, session_factory, database_url):
+    knobs = _settings(settings, stale_after_s=1.0)
+    most = knobs.agents.max_attempts
+    _no_stalled_runs(session_factory)
+    doomed, last_chance = _new_run(session_factory), _new_run(session_factory)
+    with session_scope(session_factory) as session:  # segments claimed, none ended, holders silent
+        for run_id, started in ((doomed, most), (last_chance, most - 1)):
+            silent = func.now() - timedelta(seconds=5)
+            session.execute(
+                update(AgentRun)
+                .where(AgentRun.id == run_id)
+                .values(claimed_by="dead/x", heartbeat_at=silent, attempts=started)
+            )
+
+    async def scenario() -> None:
+        runner = ScriptedRunner(session_factory, knobs, database_url, ScriptedModel(ANSWER))
+        try:
+            assert await resume_stalled(runner) == [last_chance]
+            await runner.wait(last_chance)
+        finally:
+            await runner.aclose()
+
+    asyncio.run(scenario())
+    row = _row(session_factory, doomed)
+    assert (row.status, row.finish_reason, row.claimed_by) == ("failed", "error", None)
+    assert row.detail == f"gave up: the run's process died in {most} segments in a row"
+    row = _row(session_factory, last_chance)
+    assert (row.status, row.answer, row.attempts) == ("completed", "42", 0)  # a clean end: count reset

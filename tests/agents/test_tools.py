@@ -6,12 +6,13 @@ import asyncio
 import uuid
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from agents.tools import BUILTIN, ToolContext
 from agents.tools.calculator import evaluate
-from core.database import session_scope
+from core.database import make_session_factory, session_scope
 from core.models import Chunk, Collection, Document, Tenant
+from core.tenancy import APP_ROLE, install_tenant_scoping
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,19 @@ def two_tenants(session_factory):
 
 def _ctx(session_factory, settings, tenant, collections=()):
     return ToolContext(session_factory, settings, tenant, list(collections), None)
+
+
+def test_tools_read_as_their_tenant_under_row_level_security(db_engine, settings, two_tenants):
+    a, b, col, chunk, doc = two_tenants
+    scoped = make_session_factory(db_engine)
+    install_tenant_scoping(scoped)  # as the platform's factory has it
+    with _ctx(scoped, settings, a).session() as session:
+        who = session.execute(text("SELECT current_user, current_setting('app.tenant_id', true)")).one()
+        assert tuple(who) == (APP_ROLE, str(a))
+    read = asyncio.run(BUILTIN["read_chunk"].run(_ctx(scoped, settings, a), {"ref": str(chunk)}))
+    assert "4471" in read.text  # the owner's tools work under the policies
+    with pytest.raises(LookupError):
+        asyncio.run(BUILTIN["read_document"].run(_ctx(scoped, settings, b, [col]), {"ref": str(doc)}))
 
 
 def test_tenant_b_cannot_read_or_list_tenant_a(session_factory, settings, two_tenants):
