@@ -79,12 +79,14 @@ class AgentRunner:
         self._stopped = False  # shut down: starts nothing (a recovery pass may still be on its way)
         self._saver = None
         self._pool = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None  # the loop its connections live on
         self._lock = asyncio.Lock()
 
     async def saver(self):
         async with self._lock:
             if self._saver is None:
                 self._pool, self._saver = await open_checkpointer(self.database_url)
+                self._pool_loop = asyncio.get_running_loop()
         return self._saver
 
     # --- starting and resuming -----------------------------------------------------------------
@@ -150,13 +152,22 @@ class AgentRunner:
         """`shutdown`, then wait for the cancelled segments and close the checkpointer's pool.
 
         NOTE: a pool left open outlives the event loop: its connections (one may be mid-setup)
-        keep the loop's shutdown waiting on tasks that can no longer finish."""
+        keep the loop's shutdown waiting on tasks that can no longer finish. The pool is closed on
+        the loop that opened it (a server may run requests on another loop than its lifespan);
+        if that loop is gone, its connections went with it."""
         self.shutdown()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        here = asyncio.get_running_loop()
+        mine = [task for task in self.tasks.values() if task.get_loop() is here]
+        await asyncio.gather(*mine, return_exceptions=True)
         async with self._lock:
-            if self._pool is not None:
-                await self._pool.close()
-            self._pool, self._saver = None, None
+            pool, loop = self._pool, self._pool_loop
+            self._pool, self._saver, self._pool_loop = None, None, None
+        if pool is None or loop is None:
+            return
+        if loop is here:
+            await pool.close()
+        elif loop.is_running():
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(pool.close(), loop))
 
     # --- one segment ---------------------------------------------------------------------------
 

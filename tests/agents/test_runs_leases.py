@@ -6,6 +6,7 @@ happens. Real Postgres, the real LangGraph checkpointer and the real react graph
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from datetime import timedelta
 
@@ -190,3 +191,26 @@ def test_a_run_whose_segments_keep_dying_is_given_up(settings, session_factory, 
     assert row.detail == f"gave up: the run's process died in {most} segments in a row"
     row = _row(session_factory, last_chance)
     assert (row.status, row.answer, row.attempts) == ("completed", "42", 0)  # a clean end: count reset
+
+
+def test_the_checkpoint_pool_is_closed_on_the_loop_that_opened_it(settings, session_factory, database_url):
+    # A test server runs its lifespan on one loop and its requests on another (CI's web tests did):
+    # the pool a request opened is closed on its own loop, or dropped with it once that loop is gone.
+    runner = ScriptedRunner(session_factory, settings, database_url, ScriptedModel(ANSWER))
+    serving = asyncio.new_event_loop()
+    thread = threading.Thread(target=serving.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(runner.saver(), serving).result(60)  # a request's first run
+        pool = runner._pool
+        asyncio.run(runner.aclose())  # the lifespan's shutdown, on its own loop
+        assert pool.closed and runner._pool is None
+    finally:
+        serving.call_soon_threadsafe(serving.stop)
+        thread.join(10)
+        serving.close()
+    gone = asyncio.new_event_loop()
+    gone.run_until_complete(runner.saver())
+    gone.close()  # the server's loop ended first
+    asyncio.run(runner.aclose())  # nothing left to close it on: dropped, no error
+    assert runner._pool is None
