@@ -15,7 +15,7 @@ import uuid
 from sqlalchemy import func
 from sqlalchemy.orm import Session, sessionmaker
 
-from agents.runs.store import ACTIVE, WAITING
+from agents.runs.store import ACTIVE, STATUS_OF, WAITING
 from core import durable
 from core.database import session_scope
 from core.models import AgentRun
@@ -61,7 +61,7 @@ class RunLease:
                 "required_action": {},
                 "finished_at": func.now(),
             }
-            if durable.give_up(*args, CLAIMABLE, status="failed", **values):
+            if durable.give_up(*args, CLAIMABLE, status=STATUS_OF["error"], **values):
                 log.warning("agent run %s: given up after %d segments died", self.run_id, self.max_attempts)
             return False
 

@@ -162,7 +162,7 @@ class AgentRunner:
         async with self._lock:
             pool, loop = self._pool, self._pool_loop
             self._pool, self._saver, self._pool_loop = None, None, None
-        if pool is None or loop is None:
+        if pool is None:
             return
         if loop is here:
             await pool.close()
