@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from core.models import Collection
+from core.offload import off_loop
 from core.settings.retrieval import RetrievalConfig
 from core.tracing import traced
 from inference.client import ChatBackend
@@ -114,6 +115,9 @@ class SearchPipeline:
         filters: SearchFilters | None = None,
         debug: bool = False,
     ) -> SearchResult:
+        # NOTE: SQL and embedding run in worker threads (core/offload.py), one call at a time on
+        # the caller's session: the event loop serves other requests meanwhile, and the session is
+        # never used by two threads at once.
         cfg, info, timings = self.config, {}, {}
         t0 = time.perf_counter()
         queries, dense_texts = await self._queries(query, info)
@@ -124,7 +128,7 @@ class SearchPipeline:
             bm25 = BM25Retriever(cfg.bm25)
             for i, q in enumerate(queries):
                 key = f"bm25#{i}" if multi else "bm25"
-                rankings[key] = bm25.run(session, collection.id, q, filters=filters)
+                rankings[key] = await off_loop(bm25.run, session, collection.id, q, filters=filters)
             timings["bm25"] = _ms(t)
         if cfg.mode in ("dense", "hybrid"):
             t = time.perf_counter()
@@ -137,12 +141,14 @@ class SearchPipeline:
             dense = DenseRetriever(cfg.dense)
             for i, vec in enumerate(vectors):
                 key = f"dense#{i}" if multi else "dense"
-                rankings[key] = dense.run(session, collection.id, collection.index_dim, vec, filters=filters)
+                rankings[key] = await off_loop(
+                    dense.run, session, collection.id, collection.index_dim, vec, filters=filters
+                )
             timings["dense"] = _ms(t)
         fused = fuse(cfg.fusion, rankings, {"bm25": cfg.bm25.candidates, "dense": cfg.dense.candidates})
         reranker, info["rerank"] = self._reranker()
         pool = fused[: max(cfg.top_k, cfg.rerank.candidates)] if reranker else fused[: cfg.top_k]
-        rows = _hydrate(session, collection.id, [h.chunk_id for h in pool])
+        rows = await off_loop(_hydrate, session, collection.id, [h.chunk_id for h in pool])
         pool = [h for h in pool if h.chunk_id in rows]  # NOTE: a chunk deleted since its ranking is gone
         if reranker is not None:
             t = time.perf_counter()
@@ -163,7 +169,7 @@ class SearchPipeline:
         if reranker is not None:
             info["reranked"] = [{"chunk_id": str(r.chunk_id), "score": r.score} for r in results]
         heads = {h["chunk_id"] for r in [*info["rankings"].values(), info["fused"]] for h in r[: cfg.top_k]}
-        labels = _hydrate(session, collection.id, [uuid.UUID(c) for c in heads])
+        labels = await off_loop(_hydrate, session, collection.id, [uuid.UUID(c) for c in heads])
         info["chunks"] = {str(cid): _label(row) for cid, row in labels.items()}
         info |= {"config": cfg.model_dump(), "timings_ms": timings}
         return SearchResult(results, info, timings)

@@ -12,11 +12,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
+from sqlalchemy.orm import Session
 
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.store import get_conversation, history, record_turn
 from core.errors import ClientError
+from core.models import Collection, Conversation, Message
+from core.offload import off_loop
 from core.tenancy import scope_to_tenant
 from retrieval.embedding import get_embedder
 from retrieval.service import SearchRequest, request_config
@@ -89,16 +92,9 @@ async def answer(
     session = platform.sessions()
     scope_to_tenant(session, tenant)
     try:
-        collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(question.collections)]
-        conversation = None
-        if question.conversation_id:
-            conversation = get_conversation(session, tenant, question.conversation_id)
-            if conversation is None:
-                raise ClientError(
-                    404, "conversation_not_found", f"no conversation {question.conversation_id}"
-                )
-        turns = history_override or (history(session, conversation) if conversation else [])
-        session.commit()  # release the connection until retrieval needs one (see retrieve below)
+        # NOTE: every SQL call below runs in a worker thread (core/offload.py), one at a time on
+        # this session, so that an answer's database work never holds up the event loop.
+        collections, conversation, turns = await off_loop(_asked, session, tenant, question, history_override)
         configs = [request_config(platform.settings.retrieval, c, search) for c in collections]
         rungs = platform.llm.answer_models(cache_salt=str(tenant))
         backend = rungs[0].backend  # the first (smallest) model also rewrites and transforms queries
@@ -115,7 +111,7 @@ async def answer(
             )
             # NOTE: end the read transaction so that the connection goes back to the pool while the
             # answer is generated (seconds); holding one per streaming answer exhausts the pool.
-            session.commit()
+            await off_loop(session.commit)
             return found
 
         similarity = embedding_similarity(collections[0].embedding_model)
@@ -136,14 +132,35 @@ async def answer(
                 query = event["query"]
             if event["type"] == "done" and persist:
                 ids = [c.id for c in collections]
-                conv, message = record_turn(
-                    session, tenant, conversation, ids, question.question, event, query
+                conv, message = await off_loop(
+                    _record, session, tenant, conversation, ids, question.question, event, query
                 )
-                session.commit()
                 event = {**event, "conversation_id": str(conv.id), "message_id": str(message.id)}
             yield event
     finally:
         session.close()
+
+
+def _asked(
+    session: Session, tenant: uuid.UUID, question: Question, history_override: list[dict] | None
+) -> tuple[list[Collection], Conversation | None, list[dict]]:
+    """The asked collections, the conversation and its earlier turns; 404 for any not the tenant's.
+    Commits: the connection goes back to the pool until retrieval needs one."""
+    collections = [get_collection(session, tenant, ref) for ref in dict.fromkeys(question.collections)]
+    conversation = None
+    if question.conversation_id:
+        conversation = get_conversation(session, tenant, question.conversation_id)
+        if conversation is None:
+            raise ClientError(404, "conversation_not_found", f"no conversation {question.conversation_id}")
+    turns = history_override or (history(session, conversation) if conversation else [])
+    session.commit()
+    return collections, conversation, turns
+
+
+def _record(session: Session, *turn: Any) -> tuple[Conversation, Message]:
+    conversation, message = record_turn(session, *turn)
+    session.commit()
+    return conversation, message
 
 
 def embedding_similarity(model_spec: str) -> Callable[[str, list[str]], list[float]]:

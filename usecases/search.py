@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from core.models import Collection
+from core.offload import off_loop
 from core.tenancy import scope_to_tenant
 from retrieval.pipeline import SearchResult
 from retrieval.service import SearchRequest, request_config, search
@@ -27,7 +28,8 @@ async def search_in_collection(
     check_retrieval_options(request.options, settings)
     with platform.sessions() as session:
         scope_to_tenant(session, tenant)
-        collection = get_collection(session, tenant, collection_ref)
+        # NOTE: SQL off the event loop, here and in the search itself (retrieval/pipeline.py).
+        collection = await off_loop(get_collection, session, tenant, collection_ref)
         config = request_config(settings.retrieval, collection, request)
         llm = platform.llm.retrieval_backend(cache_salt=str(tenant)) if config.needs_llm else None
         result = await search(session, settings.retrieval, collection, request, llm=llm, config=config)

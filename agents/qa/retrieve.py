@@ -8,6 +8,7 @@ from agents.qa.boundaries import with_document_context
 from agents.qa.neighbors import expand_neighbors
 from agents.qa.sources import Source
 from core.models import Collection
+from core.offload import off_loop
 from core.settings import Settings
 from core.settings.retrieval import RetrievalConfig
 from core.tracing import traced
@@ -73,4 +74,8 @@ async def retrieve_sources(
     ranked = [by_id[h.chunk_id] for h in fused]
     top_k = request.top_k or settings.qa.top_k
     sources = [to_source(hit, rank) for rank, hit in enumerate(ranked[:top_k])]
-    return with_document_context(session, expand_neighbors(session, sources, radius)), timings
+    return await off_loop(_in_context, session, sources, radius), timings
+
+
+def _in_context(session: Session, sources: list[Source], radius: dict[str, int]) -> list[Source]:
+    return with_document_context(session, expand_neighbors(session, sources, radius))

@@ -17,6 +17,7 @@ from agents.runs.runner import AgentRunner
 from agents.runs.store import ACTIVE
 from core import durable
 from core.models import AgentRun
+from core.offload import off_loop
 
 log = logging.getLogger("groundwork.agents")
 
@@ -24,17 +25,24 @@ log = logging.getLogger("groundwork.agents")
 async def resume_stalled(runner: AgentRunner) -> list[uuid.UUID]:
     """One recovery pass; also prunes finished runs' checkpoints. Returns the runs this process
     resumed (another process's claim may have won some of those found)."""
-    with runner.sessions() as session:
-        stalled = durable.find_stalled(session, AgentRun, ACTIVE, runner.settings.agents.stale_after_s)
-        found = [(run.id, run.status == "queued") for run in stalled]  # queued: never started
-        pruned = prune_finished(session)
-        session.commit()  # NOTE: before claiming: each claim updates a row locked here
+    found, pruned = await off_loop(_stalled, runner)
     if pruned:
         log.info("pruned checkpoints of %d finished agent runs", pruned)
     resumed = [i for i, fresh in found if i not in runner.tasks and runner.start(i, fresh=fresh)]
     if resumed:
         log.info("resumed %d agent runs whose segment's process went silent", len(resumed))
     return resumed
+
+
+def _stalled(runner: AgentRunner) -> tuple[list[tuple[uuid.UUID, bool]], int]:
+    """(run id, never started) of the stalled runs, and how many finished runs' checkpoints were
+    pruned; in a worker thread (SQL off the event loop)."""
+    with runner.sessions() as session:
+        stalled = durable.find_stalled(session, AgentRun, ACTIVE, runner.settings.agents.stale_after_s)
+        found = [(run.id, run.status == "queued") for run in stalled]  # queued: never started
+        pruned = prune_finished(session)
+        session.commit()  # NOTE: before claiming: each claim updates a row locked here
+    return found, pruned
 
 
 def start_recovery(runner: AgentRunner) -> durable.Recovery:

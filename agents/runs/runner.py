@@ -38,6 +38,7 @@ from agents.runs.store import FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
 from core import durable
 from core.models import AgentRun
+from core.offload import off_loop
 from core.settings import Settings
 from core.tracing import annotate, traced
 from inference.client import ChatBackend
@@ -224,7 +225,7 @@ class AgentRunner:
         if fresh:
             graph_input = {"task": run.input, "usage": {}}
         run.status, run.required_action = "running", {}
-        self._commit(run, session)
+        await off_loop(self._commit, run, session)
         values, interrupt, ended = await self._segment(run, session, graph, graph_input, deps)
         models = [rung.name for rung in self.models()]
         while ended and values.get("finish_reason") in NO_ANSWER and level(run.trace) + 1 < len(models):
@@ -234,7 +235,7 @@ class AgentRunner:
             self.live.publish(run.id, step)
             if self.escalated is not None:
                 self.escalated([{"from": step["from"], "reason": step["reason"]}])
-            self._commit(run, session)
+            await off_loop(self._commit, run, session)
             await self._prune(run.id)
             retry = self._deps(run)
             retry.mcp = deps.mcp
@@ -328,7 +329,8 @@ class AgentRunner:
                     elif "__interrupt__" in data:
                         interrupt = data["__interrupt__"][0].value
                     elif mode == "updates":
-                        self._commit(run, session)  # the trace so far, for GET while the run works
+                        # The trace so far, for GET while the run works (SQL off the event loop).
+                        await off_loop(self._commit, run, session)
                 return interrupt
             except psycopg.OperationalError:
                 if attempt == RETRIES - 1:

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from pydantic import Field
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.qa.sources import Source
 from agents.tools.base import ToolContext, ToolResult
 from core.models import Chunk, Collection, Document
+from core.offload import off_loop
 from retrieval.service import SearchRequest
 
 DOC_OPEN, DOC_CLOSE = "<doc>", "</doc>"
@@ -33,13 +36,24 @@ _TAGS = re.compile(r"</?\s*doc\s*>", re.IGNORECASE)
 SEARCH_TOP_K = 3
 SNIPPET_CHARS = 300
 READ_CHARS = 1500
+T = TypeVar("T")
 
 
-def _collections(session, ctx: ToolContext) -> list[Collection]:
+def _collections(session: Session, ctx: ToolContext) -> list[Collection]:
     query = select(Collection).where(Collection.tenant_id == ctx.tenant_id).order_by(Collection.name)
     if ctx.collection_ids:
         query = query.where(Collection.id.in_(ctx.collection_ids))
     return list(session.scalars(query))
+
+
+async def _read(ctx: ToolContext, query: Callable[[Session], T]) -> T:
+    """`query(session)` on a session of the run's tenant, in a worker thread (SQL off the loop)."""
+
+    def work() -> T:
+        with ctx.session() as session:
+            return query(session)
+
+    return await off_loop(work)
 
 
 def _source_dict(source: Source) -> dict:
@@ -54,7 +68,7 @@ async def search(
 ) -> ToolResult:
     """Search the documents for a query; returns the best passages, numbered for citation."""
     with ctx.session() as session:
-        collections = _collections(session, ctx)
+        collections = await off_loop(_collections, session, ctx)
         if not collections:
             return ToolResult("No collections to search.", {"hits": []})
         request = SearchRequest(query=query, top_k=SEARCH_TOP_K)
@@ -108,8 +122,7 @@ async def read_chunk(
 ) -> ToolResult:
     """Read one passage in full (bounded), by its source number or chunk id."""
     chunk_id = _resolve(ctx, ref, "chunk_id")
-    with ctx.session() as session:
-        row = session.execute(_tenant_chunks(ctx).where(Chunk.id == chunk_id)).first()
+    row = await _read(ctx, lambda s: s.execute(_tenant_chunks(ctx).where(Chunk.id == chunk_id)).first())
     if row is None:
         raise LookupError(f"no chunk {chunk_id}")
     chunk, document = row
@@ -139,10 +152,8 @@ async def read_document(
 ) -> ToolResult:
     """Read the start of a whole document (bounded), by a source number or document id."""
     document_id = _resolve(ctx, ref, "document_id")
-    with ctx.session() as session:
-        rows = session.execute(
-            _tenant_chunks(ctx).where(Chunk.document_id == document_id).order_by(Chunk.ordinal)
-        ).all()
+    query = _tenant_chunks(ctx).where(Chunk.document_id == document_id).order_by(Chunk.ordinal)
+    rows = await _read(ctx, lambda s: s.execute(query).all())
     if not rows:
         raise LookupError(f"no document {document_id}")
     document = rows[0][1]
@@ -152,8 +163,7 @@ async def read_document(
 
 async def list_collections(ctx: ToolContext) -> ToolResult:
     """List the document collections this agent may search."""
-    with ctx.session() as session:
-        collections = _collections(session, ctx)
+    collections = await _read(ctx, lambda s: _collections(s, ctx))
     items = [{"id": str(c.id), "name": c.name, "description": c.description} for c in collections]
     text = "\n".join(f"- {c['name']}: {c['description'] or '(no description)'}" for c in items)
     return ToolResult(text or "No collections.", {"collections": items})
@@ -170,7 +180,7 @@ async def ask(
         raise RuntimeError("ask needs a generator")
     session = ctx.session()
     try:
-        collections = _collections(session, ctx)
+        collections = await off_loop(_collections, session, ctx)
 
         async def retrieve(query: str):
             return await retrieve_sources(
