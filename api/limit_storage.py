@@ -4,9 +4,11 @@ Redis shares one set of rate-limit counters (the library ships none for Postgres
 Tables of migration 0010: `rate_limit_counters` (fixed and sliding-window counters, one row a key
 and window) and `rate_limit_entries` (one row an admitted hit of a moving window).
 
-NOTE: every check-then-write runs in one transaction holding a transaction-level advisory lock on
-the key, so concurrent API processes cannot both take the last unit of a window. Times are this
-host's epoch seconds, as the library's window keys are.
+NOTE: no two API processes can both take the last unit of a window. A moving-window hit takes a
+transaction-level advisory lock on its key, then counts and adds its entries in one statement (two
+round trips); a sliding-window hit is one conditional upsert that re-checks the row it locks (one
+round trip, was three with the lock and a read). Times are this host's epoch seconds, as the
+library's window keys are.
 
 One request's checks (about eight calls of the library: each scope's windows, then its headers) run
 in one transaction (`pinned`), not one checkout, pre-ping and commit each: under load every round
@@ -19,7 +21,6 @@ disk other tenants' answers use).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,7 +49,41 @@ _INCR = text(
 _GET = text("SELECT count, expires_at FROM rate_limit_counters WHERE key = :key AND expires_at > :now")
 _WINDOW = text("SELECT count(*), min(at) FROM rate_limit_entries WHERE key = :key AND at > :now - :expiry")
 
-_ADD = text("INSERT INTO rate_limit_entries (key, at) SELECT :key, :now FROM generate_series(1, :n)")
+# After `_LOCK` (so that this statement's snapshot holds every hit committed before it): the
+# window's count, its expired entries deleted and, if there is room, `n` entries added; one round trip.
+_TAKE = text(
+    """
+    WITH taken AS (SELECT count(*) AS n FROM rate_limit_entries WHERE key = :key AND at > :now - :expiry),
+    expired AS (DELETE FROM rate_limit_entries WHERE key = :key AND at <= :now - :expiry),
+    added AS (
+      INSERT INTO rate_limit_entries (key, at)
+      SELECT :key, :now FROM taken, generate_series(1, :n) WHERE taken.n + :n <= :limit
+    )
+    SELECT n + :n <= :limit FROM taken
+    """
+)
+# A sliding-window hit in one statement, without the advisory lock: the current window's row is
+# written only if the previous window's weighted count plus the current one leaves room. NOTE: the
+# conflict branch re-reads the row it locks (the latest committed count), so two concurrent hits
+# cannot both take the last unit; the previous window is read from the statement's snapshot, which
+# is safe because a closed window is never written again. Returns a row only when admitted.
+_SLIDE = text(
+    """
+    WITH previous AS (
+      SELECT coalesce(
+        (SELECT count FROM rate_limit_counters WHERE key = :previous_key AND expires_at > :now), 0
+      )::float8 * :previous_ttl / :expiry AS weighted
+    )
+    INSERT INTO rate_limit_counters AS c (key, count, expires_at)
+    SELECT :key, :amount, :now + 2 * :expiry FROM previous WHERE floor(weighted) + :amount <= :limit
+    ON CONFLICT (key) DO UPDATE SET
+      count = CASE WHEN c.expires_at <= :now THEN :amount ELSE c.count + :amount END,
+      expires_at = CASE WHEN c.expires_at <= :now THEN :now + 2 * :expiry ELSE c.expires_at END
+    WHERE floor((SELECT weighted FROM previous)
+                + CASE WHEN c.expires_at <= :now THEN 0 ELSE c.count END) + :amount <= :limit
+    RETURNING count
+    """
+)
 
 
 class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow):
@@ -159,15 +194,8 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
         begin, now = self._begin()
         with begin as conn:
             conn.execute(_LOCK, {"key": key})
-            taken = conn.execute(_WINDOW, {"key": key, "now": now, "expiry": expiry}).scalar_one()
-            if taken + amount > limit:
-                return False
-            conn.execute(
-                text("DELETE FROM rate_limit_entries WHERE key = :key AND at <= :now - :expiry"),
-                {"key": key, "now": now, "expiry": expiry},
-            )
-            conn.execute(_ADD, {"key": key, "now": now, "n": amount})
-        return True
+            params = {"key": key, "now": now, "expiry": expiry, "n": amount, "limit": limit}
+            return bool(conn.execute(_TAKE, params).scalar_one())
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         begin, now = self._begin()
@@ -182,14 +210,18 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
             return False
         begin, now = self._begin()
         previous_key, current_key = self.sliding_window_keys(key, expiry, now)
+        params = {
+            "key": current_key,
+            "previous_key": previous_key,
+            "previous_ttl": _previous_ttl(now, expiry),
+            "expiry": expiry,
+            "now": now,
+            "amount": amount,
+            "limit": limit,
+        }
         with begin as conn:
-            conn.execute(_LOCK, {"key": key})
-            previous, previous_ttl, current, _ = self._window(conn, previous_key, current_key, expiry, now)
-            if math.floor(previous * previous_ttl / expiry + current) + amount > limit:
-                return False
             # Twice the window: the counter is still read as the previous window during the next one.
-            self._incr(conn, current_key, 2 * expiry, amount, now)
-        return True
+            return conn.execute(_SLIDE, params).first() is not None
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         begin, now = self._begin()
@@ -211,6 +243,11 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
         counts = {k: int(n) for k, n in rows}
         previous, current = counts.get(previous_key, 0), counts.get(current_key, 0)
         # Seconds until the previous window stops counting, and until the current one ends.
-        previous_ttl = (1 - ((now - expiry) / expiry) % 1) * expiry if previous else 0.0
+        previous_ttl = _previous_ttl(now, expiry) if previous else 0.0
         current_ttl = (1 - (now / expiry) % 1) * expiry + expiry
         return previous, previous_ttl, current, current_ttl
+
+
+def _previous_ttl(now: float, expiry: int) -> float:
+    """Seconds until the previous window stops counting (its weight is this over `expiry`)."""
+    return (1 - ((now - expiry) / expiry) % 1) * expiry

@@ -30,8 +30,6 @@ from usecases.platform import worker_platform
 log = logging.getLogger(__name__)
 EVAL_TASK = "groundwork.evals.run"
 
-_THREADS: list[durable.Recovery] = []
-
 
 def send_run(app: Celery, settings: Settings, run_id: uuid.UUID) -> None:
     app.send_task(EVAL_TASK, args=[str(run_id)], queue=settings.celery_queue)
@@ -94,10 +92,12 @@ def _start_recovery(sender=None, **_) -> None:
     passes = [("stalled eval runs", resend_stalled(app, sessions, settings))]
     recovery = durable.Recovery("eval-recovery", passes, settings.ingestion.recovery_interval_s)
     recovery.start()
-    _THREADS.append(recovery)
+    app.groundwork_eval_recovery = recovery  # kept on the worker's app, stopped with it
 
 
 @worker_shutdown.connect
-def _stop_recovery(**_) -> None:
-    for recovery in _THREADS:
+def _stop_recovery(sender=None, **_) -> None:
+    app = getattr(sender, "app", None) or current_app
+    recovery: durable.Recovery | None = getattr(app, "groundwork_eval_recovery", None)
+    if recovery is not None:
         recovery.stop()

@@ -34,12 +34,12 @@ async def ready_runner(runner: AgentRunner) -> AgentRunner:
     return runner
 
 
-def _claim(
+async def _claim(
     runner: AgentRunner, run: AgentRun, gate: TokenGate, resume: Any = None, fresh: bool = False
 ) -> None:
     """Claim the run and start its next segment; 409 if a segment (here or in another API
     process) holds it: two callers answered the same pause at once."""
-    if runner.start(run.id, resume=resume, fresh=fresh, gate=gate) is None:
+    if await runner.start(run.id, resume=resume, fresh=fresh, gate=gate) is None:
         raise ClientError(409, "run_busy", f"run {run.id} is already working")
 
 
@@ -54,7 +54,7 @@ async def _segment(
 ) -> Outcome:
     """Run the next segment, its LLM calls charged through `gate` whether the caller waits,
     streams, leaves or runs it in the background."""
-    _claim(runner, run, gate, resume, fresh)
+    await _claim(runner, run, gate, resume, fresh)
     if mode == "stream":
         # NOTE: subscribed before the segment's first await, so that no event is missed.
         return runner.live.stream(run.id, runner.live.subscribe(run.id))

@@ -28,7 +28,7 @@ async def resume_stalled(runner: AgentRunner) -> list[uuid.UUID]:
     found, pruned = await off_loop(_stalled, runner)
     if pruned:
         log.info("pruned checkpoints of %d finished agent runs", pruned)
-    resumed = [i for i, fresh in found if i not in runner.tasks and runner.start(i, fresh=fresh)]
+    resumed = [i for i, fresh in found if await runner.start(i, fresh=fresh)]
     if resumed:
         log.info("resumed %d agent runs whose segment's process went silent", len(resumed))
     return resumed

@@ -77,6 +77,7 @@ class AgentRunner:
         self.recovery: durable.Recovery | None = None  # started by the API's lifespan (recovery.py)
         self.live = RunEvents()  # what listeners here are sent as the segments go
         self._cancelling: set[uuid.UUID] = set()
+        self._claiming: set[uuid.UUID] = set()
         self._stopped = False  # shut down: starts nothing (a recovery pass may still be on its way)
         self._saver = None
         self._pool = None
@@ -92,20 +93,25 @@ class AgentRunner:
 
     # --- starting and resuming -----------------------------------------------------------------
 
-    def start(
+    async def start(
         self, run_id: uuid.UUID, resume: Any = None, fresh: bool = False, gate: TokenGate | None = None
     ) -> asyncio.Task | None:
         """Claim the run and run its next segment in the background (from the start, a resume
         value, or the last checkpoint), its LLM calls charged through `gate`; None if a live
         segment (of this process or another) holds the run, or it is finished."""
-        if run_id in self.tasks:
-            raise RuntimeError(f"run {run_id} is already working")
-        if self._stopped:
+        # NOTE: a segment of this process that runs or is being claimed holds the run: the claim
+        # alone would not tell (the lease's holder is the same for both), and it awaits (off the loop).
+        if run_id in self.tasks or run_id in self._claiming or self._stopped:
             return None
         knobs = self.settings.agents
         lease = RunLease(self.sessions, self.process, run_id, knobs.stale_after_s, knobs.max_attempts)
-        if not lease.claim():
-            return None
+        self._claiming.add(run_id)
+        try:
+            # Stopped meanwhile: the claimed run waits for another process, as if this one died.
+            if not await off_loop(lease.claim) or self._stopped:
+                return None
+        finally:
+            self._claiming.discard(run_id)
         if gate is not None:
             self.gates[run_id] = gate
         self.leases[run_id] = lease

@@ -105,16 +105,16 @@ def test_a_run_whose_process_died_is_resumed_by_exactly_one_other(settings, sess
         a, b, c = (ScriptedRunner(session_factory, knobs, database_url, m) for m in (dying, b_model, c_model))
         try:
             run_id = _new_run(session_factory)
-            a.start(run_id, fresh=True)
+            await a.start(run_id, fresh=True)
             await asyncio.wait_for(dying.paused.wait(), 60)  # the calculator step is checkpointed
             assert await resume_stalled(b) == [] and await resume_stalled(c) == []  # A is alive
-            assert b.start(run_id) is None  # a live segment's run cannot be claimed
+            assert await b.start(run_id) is None  # a live segment's run cannot be claimed
             await a.aclose()  # process A dies mid-segment: the run stays running, its lease goes stale
             assert _row(session_factory, run_id).status == "running"
             await asyncio.sleep(1.5)
             resumed = [await resume_stalled(b), await resume_stalled(c)]
             assert resumed == [[run_id], []], resumed
-            assert c.start(run_id) is None  # nor may C claim it while B's segment holds it
+            assert await c.start(run_id) is None  # nor may C claim it while B's segment holds it
             await b.wait(run_id)
             run = _row(session_factory, run_id)
             assert (run.status, run.answer, run.claimed_by) == ("completed", "42", None)
@@ -142,7 +142,7 @@ def test_a_cancel_written_by_one_process_stops_the_run_another_drives(
         try:
             run_id = _new_run(session_factory)
             listening = b.live.subscribe(run_id)  # a caller streaming the run from process B
-            segment = b.start(run_id, fresh=True)
+            segment = await b.start(run_id, fresh=True)
             await asyncio.wait_for(model.paused.wait(), 60)
             with session_factory() as session:  # the cancel route, in process A
                 await a.cancel(session.get(AgentRun, run_id), session)

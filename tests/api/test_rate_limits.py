@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from api.deps import Principal
 from api.main import build_state, create_app
@@ -126,3 +127,56 @@ def test_api_processes_without_redis_share_their_counters_in_postgres(settings, 
     for e in engines:
         e.dispose()
     assert admitted == 5
+
+
+def test_token_reservations_hold_the_limit_exactly_under_8_concurrent_clients(
+    settings, storage_url, db_engine
+):
+    """Sliding-window hits from 8 threads at once: never more than the limit is taken (the Postgres
+    storage decides each hit in one statement, on the row it locks), and the window fills up."""
+    strict = _limited(settings, storage_url, tokens_per_minute_per_key=500)
+    limiter = RateLimiter(strict, limit_storage(strict, db_engine))
+    scopes = limiter.scopes(Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"})))
+
+    def client(_: int) -> int:
+        taken = 0
+        for _ in range(20):
+            try:
+                limiter.reserve(scopes, {"tokens": 10})
+                taken += 10
+            except ClientError as refused:
+                assert refused.status == 429
+        return taken
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        taken = sum(pool.map(client, range(CLIENTS)))
+    assert taken == 500, taken  # 1,600 asked for: exactly the limit taken, not one unit more
+    limiter.give_back(scopes, {"tokens": 30})
+    limiter.reserve(scopes, {"tokens": 30})  # what was given back can be taken again
+    with pytest.raises(ClientError):
+        limiter.reserve(scopes, {"tokens": 10})
+
+
+def test_an_admitted_request_costs_few_round_trips_to_the_postgres_counters(settings, db_engine):
+    """Admission, a token reservation and its settlement, on the Postgres storage: every round trip
+    there is a wait for the database (and, under load, for a CPU), on every limited request."""
+    strict = _limited(settings, None, tokens_per_minute_per_key=10_000)
+    limiter = RateLimiter(strict, limit_storage(strict, db_engine))
+    caller, other = (Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"})) for _ in range(2))
+    limiter.admit(other)  # the storage's first call also purges expired rows
+    sent: list[str] = []
+
+    def listen(conn, cursor, statement, *_) -> None:
+        sent.append(statement)
+
+    event.listen(limiter.database_engine, "before_cursor_execute", listen)
+    meter = limiter.admit(caller)
+    admitted = len(sent)
+    limiter.reserve(meter.scopes, {"tokens": 300})
+    reserved = len(sent) - admitted
+    limiter.give_back(meter.scopes, {"tokens": 200})
+    settled = len(sent) - admitted - reserved
+    event.remove(limiter.database_engine, "before_cursor_execute", listen)
+    limiter.close()
+    # Two scopes (key, tenant). Before one-statement hits: 14, 6 and 8 statements.
+    assert (admitted, reserved, settled) == (10, 2, 4), (admitted, reserved, settled)
