@@ -35,4 +35,5 @@ def build_runner(state: AppState) -> AgentRunner:
         lambda run: agent_gate(state, meter_of(state, resumed_principal(run)), run.tenant_id),
         lambda steps: record_escalations(state, "agent", steps),
         lambda tenant, model: state.llm.retrieval_backend(str(tenant), generator=model),
+        state.models,
     )

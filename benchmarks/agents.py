@@ -41,6 +41,7 @@ from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.tools import FINAL_ANSWER, ToolContext, final_answer_tool
 from evals.bfcl import BfclCase, ast_match, load_category
+from retrieval.models import RetrievalModels
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 RESULTS = Path(__file__).parent / "results" / "agents.json"
@@ -129,11 +130,10 @@ def build_tasks(n_tasks: int, distractors: int) -> tuple[list[dict], list[dict]]
     return tasks, gold + rest
 
 
-def ingest(settings, sessions, docs: list[dict]) -> uuid.UUID:
+def ingest(settings, sessions, models: RetrievalModels, docs: list[dict]) -> uuid.UUID:
     from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
-    from retrieval.embedding import get_embedder
 
-    embedder = get_embedder(settings.embedding_model)
+    embedder = models.embedder(settings.embedding_model)
     texts = [f"{d['title']}\n{d['text'][:600]}" for d in docs]
     vectors = embedder.encode(texts)
     with sessions() as s:
@@ -160,13 +160,15 @@ def _succeeded(task: dict, out: dict) -> bool:
     return all(g in cited or t.lower() in answer for g, t in zip(task["gold"], task["titles"], strict=True))
 
 
-async def run_tasks(settings, sessions, backend, collection_id, tasks: list[dict]) -> dict:
+async def run_tasks(
+    settings, sessions, models: RetrievalModels, backend, collection_id, tasks: list[dict]
+) -> dict:
     kinds = list(BUILDERS)
     rows = {k: [] for k in kinds}
     for i, task in enumerate(tasks):
         order = kinds[i % 3 :] + kinds[: i % 3]
         for kind in order:
-            context = ToolContext(sessions, settings, DEFAULT_TENANT, [collection_id], backend)
+            context = ToolContext(sessions, settings, DEFAULT_TENANT, [collection_id], backend, models=models)
             deps = AgentDeps(AgentChatModel(backend), context, ["search"], [], Budgets(max_steps=6))
             graph = BUILDERS[kind]().compile(checkpointer=InMemorySaver())
             config = {"configurable": {"thread_id": uuid.uuid4().hex, "deps": deps}, "recursion_limit": 100}
@@ -274,8 +276,11 @@ def main() -> None:
             upgrade_database(database.url)
             sessions = make_session_factory(make_engine(database.url))
             tasks, docs = build_tasks(args.tasks, args.distractors)
-            collection_id = ingest(settings, sessions, docs)
-            report["tasks"] = asyncio.run(run_tasks(settings, sessions, backend, collection_id, tasks))
+            models = RetrievalModels()
+            collection_id = ingest(settings, sessions, models, docs)
+            report["tasks"] = asyncio.run(
+                run_tasks(settings, sessions, models, backend, collection_id, tasks)
+            )
             database.close()
     finally:
         engine_client.shutdown()

@@ -47,7 +47,8 @@ from inference.client import LocalChatBackend
 from inference.provider import start_local_engine
 from ingestion.chunking import ChunkingConfig, chunk_document
 from retrieval.corpus import build_prefix_index, create_collection
-from retrieval.embedding import get_embedder, matryoshka_prefix
+from retrieval.embedding import matryoshka_prefix
+from retrieval.models import RetrievalModels
 from retrieval.service import SearchRequest
 from usecases.answer import embedding_similarity
 
@@ -109,7 +110,9 @@ def build(sessions, settings, embedder, docs, chunking: ChunkingConfig) -> uuid.
         return collection.id
 
 
-def pipeline_for(sessions, settings, backend, similarity, collection_id, config: dict):
+def pipeline_for(
+    sessions, settings, models: RetrievalModels, backend, similarity, collection_id, config: dict
+):
     """The QA pipeline over one collection, with the variant's expansion, budget and top_k."""
     session = sessions()
     collection = session.get(Collection, collection_id)
@@ -118,7 +121,9 @@ def pipeline_for(sessions, settings, backend, similarity, collection_id, config:
     qa = settings.qa.model_copy(update={"sources_token_budget": config["budget"], "top_k": config["top_k"]})
 
     async def retrieve(query: str):
-        found = await retrieve_sources(session, settings, [collection], SearchRequest(query=query), None)
+        found = await retrieve_sources(
+            session, settings, [collection], SearchRequest(query=query), models, None
+        )
         session.commit()
         return found
 
@@ -218,10 +223,11 @@ RUNS = [
 
 
 async def run(args, settings, sessions, built: list) -> dict:
-    embedder = get_embedder(settings.embedding_model)
+    models = RetrievalModels()
+    embedder = models.embedder(settings.embedding_model)
     engine = start_local_engine(settings)
     backend = LocalChatBackend(engine)
-    similarity = embedding_similarity(settings.embedding_model)
+    similarity = embedding_similarity(models, settings.embedding_model)
     sets = {"pubmedqa": pubmedqa(args.limit, args.corpus_size), "long_docs": long_docs(args.limit)}
     cache: dict[tuple, uuid.UUID] = {}
 
@@ -242,6 +248,7 @@ async def run(args, settings, sessions, built: list) -> dict:
                     pipeline, session = pipeline_for(
                         sessions,
                         settings,
+                        models,
                         backend,
                         similarity,
                         collection(set_name, config["chunking"]),
@@ -260,7 +267,13 @@ async def run(args, settings, sessions, built: list) -> dict:
             config = variant(label, {}) if label == "before" else AFTER
             for set_name, (_, items) in sets.items():
                 pipeline, session = pipeline_for(
-                    sessions, settings, backend, similarity, collection(set_name, config["chunking"]), config
+                    sessions,
+                    settings,
+                    models,
+                    backend,
+                    similarity,
+                    collection(set_name, config["chunking"]),
+                    config,
                 )
                 pipeline.settings = pipeline.settings.model_copy(update={"claim_check": check})
                 row = await answer_all(pipeline, items, mode, dump if mode == "generate" else None)

@@ -27,7 +27,7 @@ from benchmarks.answers import AFTER, answer_all, build, pipeline_for, run_on_da
 from inference.client import LocalChatBackend
 from inference.provider import Rung, start_local_engine
 from ingestion.chunking import ChunkingConfig
-from retrieval.embedding import get_embedder
+from retrieval.models import RetrievalModels
 from usecases.answer import embedding_similarity
 
 RESULTS = Path(__file__).parent / "results" / "cascade.json"
@@ -49,8 +49,9 @@ async def run(args, settings, sessions, built: list) -> dict:
     names = args.models.split(",")
     engines = [start_local_engine(settings, name) for name in names]
     rungs = [Rung(name, LocalChatBackend(engine)) for name, engine in zip(names, engines, strict=True)]
-    embedder = get_embedder(settings.embedding_model)
-    similarity = embedding_similarity(settings.embedding_model)
+    models = RetrievalModels()
+    embedder = models.embedder(settings.embedding_model)
+    similarity = embedding_similarity(models, settings.embedding_model)
     sets = {"pubmedqa": pubmedqa(args.limit, args.corpus_size), "long_docs": long_docs(args.limit)}
     ladders = [(rung.name, [rung]) for rung in rungs] + [(" -> ".join(names), rungs)]
     rows: list[dict] = []
@@ -60,7 +61,7 @@ async def run(args, settings, sessions, built: list) -> dict:
             built.append(collection)
             for label, ladder in ladders:
                 pipeline, session = pipeline_for(
-                    sessions, settings, ladder[0].backend, similarity, collection, AFTER
+                    sessions, settings, models, ladder[0].backend, similarity, collection, AFTER
                 )
                 pipeline.rungs = ladder
                 try:

@@ -38,8 +38,8 @@ from evals.metrics import retrieval_metrics
 from retrieval.bm25 import BM25Retriever
 from retrieval.corpus import build_prefix_index, create_collection
 from retrieval.dense import DenseRetriever
-from retrieval.embedding import get_embedder
 from retrieval.fusion import fuse
+from retrieval.models import RetrievalModels
 from retrieval.pipeline import SearchPipeline
 
 DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
@@ -110,10 +110,10 @@ def grid(data: BeirDataset, rankings: dict[str, dict], source: dict) -> list[dic
     return rows
 
 
-def prepare(sessions, settings, folder: Path) -> dict:
+def prepare(sessions, settings, models: RetrievalModels, folder: Path) -> dict:
     """Ingest the corpus into a throwaway collection; the deep rankings and the fusion grid."""
     data = load_retrieval(folder)
-    embedder = get_embedder(settings.embedding_model)
+    embedder = models.embedder(settings.embedding_model)
     vectors = corpus_vectors(
         data, embedder.encode, settings.data_dir / "eval-cache", settings.embedding_model
     )
@@ -165,14 +165,17 @@ def main() -> None:
     database = open_database(settings)
     upgrade_database(database.url)  # a fresh data dir (benchmarks run apart from the platform)
     sessions = make_session_factory(make_engine(database.url))
-    studies = [prepare(sessions, settings, f) for f in args.dataset or DATASETS]
+    models = RetrievalModels()
+    studies = [prepare(sessions, settings, models, f) for f in args.dataset or DATASETS]
     alpha = best_alpha(studies)
     report: dict = {"alpha_chosen": alpha, "datasets": []}
     for st in studies:
         with sessions() as s:
             col = s.merge(st["collection"])
             pipelines = {
-                name: run_mode(s, col, st["data"], SearchPipeline(cfg.model_copy(update={"top_k": 100})))
+                name: run_mode(
+                    s, col, st["data"], SearchPipeline(cfg.model_copy(update={"top_k": 100}), models)
+                )
                 for name, cfg in named_configs(alpha).items()
             }
             s.execute(delete(Collection).where(Collection.id == col.id))

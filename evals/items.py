@@ -13,7 +13,6 @@ from agents.qa.pipeline import AskPipeline, AskRequest
 from agents.qa.retrieve import retrieve_sources
 from agents.tools import FINAL_ANSWER, final_answer_tool
 from core.models import Collection
-from core.settings import Settings
 from evals.bfcl import BfclCase, ast_match
 from evals.datasets import BeirDataset
 from evals.judge import judge_faithfulness
@@ -43,13 +42,11 @@ def dedupe_documents(source_ids: list[str], scores: list[float]) -> list[tuple[s
 
 
 class RetrievalEvaluator:
-    def __init__(
-        self, settings: Settings, collection: Collection, overrides: dict, data: BeirDataset
-    ) -> None:
-        config = resolve_config(settings.retrieval, collection.retrieval, overrides)
+    def __init__(self, ctx, collection: Collection, overrides: dict, data: BeirDataset) -> None:
+        config = resolve_config(ctx.settings.retrieval, collection.retrieval, overrides)
         # Depth for the metrics, unless the variant sweeps the final k itself.
         top_k = overrides.get("top_k", max(config.top_k, EVAL_DEPTH))
-        self.pipeline = SearchPipeline(config.model_copy(update={"top_k": top_k}))
+        self.pipeline = SearchPipeline(config.model_copy(update={"top_k": top_k}), ctx.models)
         self.collection, self.data = collection, data
 
     async def evaluate(self, session: Session, key: str) -> ItemResult:
@@ -86,7 +83,9 @@ class AnswerEvaluator:
 
         async def retrieve(query: str):
             request = search.model_copy(update={"query": query})
-            return await retrieve_sources(session, settings, [self.collection], request, retrieval_llm)
+            return await retrieve_sources(
+                session, settings, [self.collection], request, self.ctx.models, retrieval_llm
+            )
 
         pipeline = AskPipeline(retrieve, backend, settings.qa)
         request = AskRequest(

@@ -15,7 +15,6 @@ from core.models import Collection, Document, EvalRun
 from core.quotas import check_quota, lock_usage
 from evals.datasets import DatasetError, doc_text
 from retrieval.corpus import CorpusDoc, add_documents, build_prefix_index, create_collection
-from retrieval.embedding import get_embedder
 
 BATCH = 256
 
@@ -32,7 +31,7 @@ def ensure_collection(
         if run.collection_id is None:
             if not corpus:
                 raise DatasetError("the dataset has no corpus: give an existing collection to evaluate")
-            embedder = get_embedder(settings.embedding_model)
+            embedder = ctx.models.embedder(settings.embedding_model)
             name = run.config.get("collection_name") or f"eval-{run_id.hex[:12]}"
             collection = create_collection(
                 session,
@@ -59,7 +58,7 @@ def _ingest(ctx, collection_id: uuid.UUID, corpus: Sequence[CorpusDoc], beat: Ca
         present = set(
             session.scalars(select(Document.source_id).where(Document.collection_id == collection_id))
         )
-        embedder = get_embedder(collection.embedding_model)
+        embedder = ctx.models.embedder(collection.embedding_model)
         tenant = collection.tenant_id
         todo = [d for d in corpus if d.source_id not in present]
         # Before any embedding: a corpus that cannot fit fails at once (each batch is checked again).

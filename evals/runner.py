@@ -30,6 +30,7 @@ from evals.metrics import latency_summary, mean_metrics
 from evals.prepare import ensure_collection
 from evals.sweep import sweep_table
 from inference.provider import LLMProvider
+from retrieval.models import RetrievalModels
 
 log = logging.getLogger(__name__)
 OPEN = (JobStatus.queued, JobStatus.running)
@@ -45,6 +46,7 @@ class RunContext:
     sessions: sessionmaker[Session]
     worker: str  # pid@host, recorded on every item this worker evaluates
     llm: LLMProvider  # the answer and agent kinds' generator, loaded on first use
+    models: RetrievalModels  # the process's embedders and cross-encoders
 
 
 def spread_sample(keys: list[str], n: int, seed: int = 0) -> list[str]:
@@ -128,7 +130,7 @@ def _evaluate(ctx: RunContext, run_id: uuid.UUID, owner: str) -> None:
         corpus = data.corpus if config.get("ingest", True) else []
         keys = list(data.queries)
         evaluator_for = lambda collection, overrides: RetrievalEvaluator(  # noqa: E731
-            ctx.settings, collection, overrides, data
+            ctx, collection, overrides, data
         )
     elif kind == "agent":
         cases = {case.id: case for case in ds.load_agent(path, split)}

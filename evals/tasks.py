@@ -39,7 +39,7 @@ def _context(app: Celery) -> RunContext:
     """This run's context, on the worker process's one platform (usecases/platform.py)."""
     platform = worker_platform(app)
     worker = f"{os.getpid()}@{socket.gethostname()}"
-    return RunContext(platform.settings, platform.sessions, worker, platform.llm)
+    return RunContext(platform.settings, platform.sessions, worker, platform.llm, platform.models)
 
 
 @shared_task(bind=True, name=EVAL_TASK, acks_late=True)

@@ -7,11 +7,14 @@
 
 from __future__ import annotations
 
+import os
+
 from celery import Celery
 from sqlalchemy import create_engine
 
 from core.database import sqlalchemy_url
 from core.settings import Settings
+from retrieval.models import RetrievalModels
 
 TASK_MODULES = ["ingestion.tasks", "ingestion.connectors.tasks", "evals.tasks"]
 
@@ -71,3 +74,14 @@ def create_celery(settings: Settings, database_url: str) -> Celery:
     app.conf.groundwork_settings = settings
     app.conf.groundwork_database_url = database_url
     return app
+
+
+def worker_models(app: Celery) -> RetrievalModels:
+    """The worker process's retrieval models (on `ingestion.device`), built on first use and kept on
+    its Celery app: its ingestion tasks and its evaluations (usecases.platform.worker_platform)
+    share them. NOTE: per process id, like every per-process object of a prefork worker."""
+    held: tuple[int, RetrievalModels] | None = getattr(app, "groundwork_models", None)
+    if held is None or held[0] != os.getpid():
+        held = (os.getpid(), RetrievalModels(app.conf.groundwork_settings.ingestion.device))
+        app.groundwork_models = held
+    return held[1]

@@ -13,7 +13,8 @@ from core.models import Chunk, Collection, Document
 from ingestion.chunking import ChunkingConfig
 from retrieval.corpus import build_prefix_index, drop_prefix_index  # noqa: F401 - the API's, from here
 from retrieval.corpus import create_collection as insert_collection
-from retrieval.embedding import get_embedder, matryoshka_prefix
+from retrieval.embedding import matryoshka_prefix
+from retrieval.models import RetrievalModels
 
 REINDEX_BATCH = 2000
 
@@ -34,14 +35,16 @@ def create_collection(
     tenant_id: uuid.UUID,
     name: str,
     *,
+    models: RetrievalModels,
     embedding_model: str,
     chunking: ChunkingConfig,
     index_dim: int | None = None,
     description: str = "",
 ) -> Collection:
     """Insert the collection in the caller's transaction; after the commit, the caller builds its
-    (empty) prefix index with `build_prefix_index`."""
-    embedding_dim = get_embedder(embedding_model).dim
+    (empty) prefix index with `build_prefix_index`. `models`: the process's, to learn the model's
+    dimension (loading it: ModelNotAvailable if it cannot be)."""
+    embedding_dim = models.embedder(embedding_model).dim
     return insert_collection(
         session,
         tenant_id,
@@ -90,7 +93,9 @@ def change_index_dim(session: Session, collection: Collection, index_dim: int) -
     return updated
 
 
-def check_model_change(session: Session, collection: Collection, embedding_model: str) -> bool:
+def check_model_change(
+    session: Session, collection: Collection, embedding_model: str, models: RetrievalModels
+) -> bool:
     """Switch an empty collection's model; True if its index must be rebuilt (after the commit)."""
     if embedding_model == collection.embedding_model:
         return False
@@ -103,6 +108,6 @@ def check_model_change(session: Session, collection: Collection, embedding_model
             "models cannot be mixed in one collection (create a new collection for the new model)"
         )
     collection.embedding_model = embedding_model
-    collection.embedding_dim = get_embedder(embedding_model).dim
+    collection.embedding_dim = models.embedder(embedding_model).dim
     collection.index_dim = min(collection.index_dim, collection.embedding_dim)
     return True

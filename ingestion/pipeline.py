@@ -31,7 +31,8 @@ from ingestion.blobs import BlobStore
 from ingestion.chunking import ChunkDraft, ChunkingConfig, chunk_document
 from ingestion.errors import INTERNAL_ERROR, PermanentError, is_transient
 from ingestion.parsers import ParsedDocument, parse
-from retrieval.embedding import Embedder, get_embedder, matryoshka_prefix
+from retrieval.embedding import Embedder, matryoshka_prefix
+from retrieval.models import RetrievalModels
 
 log = logging.getLogger(__name__)
 TIMEOUT = "parse_timeout: processing took longer than the task time limit"
@@ -49,11 +50,11 @@ class PipelineContext:
     embedder_for: Callable[[str], Embedder]
 
     @classmethod
-    def create(cls, settings: Settings, sessions: sessionmaker[Session]) -> PipelineContext:
-        device = settings.ingestion.device
-        return cls(
-            settings, sessions, BlobStore.for_data_dir(settings.data_dir), lambda m: get_embedder(m, device)
-        )
+    def create(
+        cls, settings: Settings, sessions: sessionmaker[Session], models: RetrievalModels
+    ) -> PipelineContext:
+        """`models`: the process's (ingestion/celery_app.py `worker_models` in a worker)."""
+        return cls(settings, sessions, BlobStore.for_data_dir(settings.data_dir), models.embedder)
 
 
 @dataclass

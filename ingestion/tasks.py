@@ -13,6 +13,7 @@ from celery.signals import worker_ready, worker_shutdown
 
 from core.database import make_engine, make_session_factory, session_scope
 from ingestion import state, tracing  # noqa: F401 (tracing connects the task signals)
+from ingestion.celery_app import worker_models
 from ingestion.errors import INTERNAL_ERROR, is_transient
 from ingestion.liveness import AliveLock
 from ingestion.pipeline import PipelineContext, process_documents
@@ -37,7 +38,8 @@ def _context(app) -> PipelineContext:
 
             torch.set_num_threads(settings.ingestion.torch_threads)
         engine = make_engine(app.conf.groundwork_database_url)
-        held = (os.getpid(), PipelineContext.create(settings, make_session_factory(engine)))
+        context = PipelineContext.create(settings, make_session_factory(engine), worker_models(app))
+        held = (os.getpid(), context)
         app.groundwork_ingestion = held
     return held[1]
 

@@ -102,19 +102,6 @@ class Embedder:
         return out
 
 
-_CACHE: dict[tuple[str, str], Embedder] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def get_embedder(model_spec: str, device: str = "cpu") -> Embedder:
-    """One Embedder per (spec, device) per process: loading a model costs seconds."""
-    key = (model_spec, device)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = Embedder(model_spec, device=device)
-        return _CACHE[key]
-
-
 def matryoshka_prefix(vectors: np.ndarray, dim: int) -> np.ndarray:
     """The first `dim` components of each row, re-normalised to unit length (float32)."""
     vectors = np.asarray(vectors, dtype=np.float32)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,24 +15,15 @@ from sqlalchemy.orm import Session
 from core.models import Collection
 from core.offload import off_loop
 from core.settings.retrieval import RetrievalConfig
-from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.bm25 import BM25Retriever
 from retrieval.dense import DenseRetriever
 from retrieval.filters import SearchFilters
 from retrieval.fusion import fuse
+from retrieval.models import RetrievalModels
 from retrieval.rerank import CrossEncoderReranker, LLMReranker, Reranker
 from retrieval.transform import HyDE, MultiQuery
 from retrieval.types import Hit
-
-Encoder = Callable[[str, list[str]], np.ndarray]  # (model spec, texts) -> normalised vectors
-
-
-@traced("retrieval.embed")
-def default_encoder(model_spec: str, texts: list[str]) -> np.ndarray:
-    from retrieval.embedding import get_embedder
-
-    return get_embedder(model_spec).encode(texts)
 
 
 @dataclass
@@ -69,14 +59,15 @@ WHERE c.id = ANY(CAST(:ids AS uuid[])) AND c.collection_id = :cid
 
 
 class SearchPipeline:
-    """Runs one `RetrievalConfig` against a collection. `llm` (for query transforms and the LLM
-    reranker) is only needed when the config asks for one (`RetrievalConfig.needs_llm`)."""
+    """Runs one `RetrievalConfig` against a collection, with the process's `models` (query
+    embedding, cross-encoder). `llm` (for query transforms and the LLM reranker) is only needed
+    when the config asks for one (`RetrievalConfig.needs_llm`)."""
 
     def __init__(
-        self, config: RetrievalConfig, *, encoder: Encoder = default_encoder, llm: ChatBackend | None = None
+        self, config: RetrievalConfig, models: RetrievalModels, *, llm: ChatBackend | None = None
     ) -> None:
         self.config = config
-        self.encoder = encoder
+        self.models = models
         self.llm = llm
 
     def _reranker(self) -> tuple[Reranker | None, str]:
@@ -86,7 +77,8 @@ class SearchPipeline:
         if cfg.kind == "cross-encoder":
             if not cfg.model:
                 return None, "skipped: no rerank.model configured for the cross-encoder"
-            return CrossEncoderReranker(cfg), f"cross-encoder {cfg.model}"
+            model = self.models.cross_encoder(cfg.model)
+            return CrossEncoderReranker(cfg, model), f"cross-encoder {cfg.model}"
         if self.llm is None:
             return None, "skipped: no LLM backend for the LLM reranker"
         return LLMReranker(cfg, self.llm), "llm"
@@ -132,7 +124,7 @@ class SearchPipeline:
             timings["bm25"] = _ms(t)
         if cfg.mode in ("dense", "hybrid"):
             t = time.perf_counter()
-            vectors = await asyncio.to_thread(self.encoder, collection.embedding_model, dense_texts)
+            vectors = await asyncio.to_thread(self.models.encode, collection.embedding_model, dense_texts)
             if not multi:  # HyDE: the query and its hypothetical answer, averaged
                 mean = vectors.mean(axis=0)
                 vectors = (mean / max(float(np.linalg.norm(mean)), 1e-12))[None, :]

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
-from typing import Protocol
+from typing import Any, Protocol
 
-from core.registry import resolve_model
 from core.settings.retrieval import RerankConfig
 from core.tracing import traced
 from inference.client import ChatBackend
@@ -16,9 +14,6 @@ from retrieval.types import Hit
 # NOTE: the engine and OpenAI servers return at most 20 top logprobs; a verdict missing from
 # them gets this logprob, below anything the model found plausible.
 _ABSENT = -30.0
-
-_CE_CACHE: dict[str, object] = {}
-_CE_LOCK = threading.Lock()
 
 
 class Reranker(Protocol):
@@ -37,26 +32,15 @@ def _reorder(name: str, hits: list[Hit], scores: list[float]) -> list[Hit]:
     return out
 
 
-def load_cross_encoder(spec: str):
-    """One sentence-transformers CrossEncoder per spec (registry name, local path or hub id)."""
-    with _CE_LOCK:
-        if spec not in _CE_CACHE:
-            from sentence_transformers import CrossEncoder
-
-            _CE_CACHE[spec] = CrossEncoder(str(resolve_model(spec).path), device="cpu")
-        return _CE_CACHE[spec]
-
-
 class CrossEncoderReranker:
     """Scores (query, chunk text) pairs with a cross-encoder, `batch_size` pairs per forward."""
 
     name = "rerank"
 
-    def __init__(self, config: RerankConfig) -> None:
-        if not config.model:
-            raise ValueError("a cross-encoder reranker needs rerank.model")
+    def __init__(self, config: RerankConfig, model: Any) -> None:
+        """`model`: the CrossEncoder of `config.model` (RetrievalModels.cross_encoder)."""
         self.config = config
-        self.model = load_cross_encoder(config.model)
+        self.model = model
 
     @traced("retrieval.rerank", {"groundwork.reranker": "cross-encoder"})
     async def run(self, query: str, hits: list[Hit], texts: dict) -> list[Hit]:

@@ -15,7 +15,8 @@ from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.config import resolve_config
 from retrieval.filters import SearchFilters
-from retrieval.pipeline import Encoder, SearchPipeline, SearchResult, default_encoder
+from retrieval.models import RetrievalModels
+from retrieval.pipeline import SearchPipeline, SearchResult
 
 
 class SearchRequest(BaseModel):
@@ -67,12 +68,13 @@ async def search(
     defaults: RetrievalSettings,
     collection: Collection,
     request: SearchRequest,
+    models: RetrievalModels,
     *,
-    encoder: Encoder = default_encoder,
     llm: ChatBackend | None = None,
     config: RetrievalConfig | None = None,
 ) -> SearchResult:
-    """`config`: the caller's `request_config` for this collection and request, when it resolved it."""
+    """`models`: the process's (RetrievalModels); `config`: the caller's `request_config` for this
+    collection and request, when it resolved it."""
     config = config or request_config(defaults, collection, request)
-    pipeline = SearchPipeline(config, encoder=encoder, llm=llm)
+    pipeline = SearchPipeline(config, models, llm=llm)
     return await pipeline.run(session, collection, request.query, request.filters, debug=request.debug)

@@ -20,6 +20,7 @@ from core.embedded_pg import start_embedded_postgres
 from core.settings import Settings
 from core.settings.connectors import ConnectorSettings
 from ingestion.celery_app import create_celery
+from retrieval.models import RetrievalModels
 from tests.support.services import (
     REDIS_HOST,
     REDIS_PORT,
@@ -103,6 +104,12 @@ def db_engine(database_url):
     engine = make_engine(database_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def retrieval_models() -> RetrievalModels:
+    """The test process's embedders and cross-encoders, loaded once (as a Platform holds them)."""
+    return RetrievalModels()
 
 
 @pytest.fixture(scope="session")

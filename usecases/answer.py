@@ -21,7 +21,7 @@ from core.errors import ClientError
 from core.models import Collection, Conversation, Message
 from core.offload import off_loop
 from core.tenancy import scope_to_tenant
-from retrieval.embedding import get_embedder
+from retrieval.models import RetrievalModels
 from retrieval.service import SearchRequest, request_config
 from usecases.lookups import get_collection
 from usecases.platform import Platform
@@ -106,6 +106,7 @@ async def answer(
                 platform.settings,
                 collections,
                 search.model_copy(update={"query": query}),
+                platform.models,
                 retrieval_llm,
                 configs,
             )
@@ -114,7 +115,7 @@ async def answer(
             await off_loop(session.commit)
             return found
 
-        similarity = embedding_similarity(collections[0].embedding_model)
+        similarity = embedding_similarity(platform.models, collections[0].embedding_model)
         pipeline = AskPipeline(retrieve, backend, platform.settings.qa, similarity, rungs=rungs)
         request = AskRequest(
             question=question.question,
@@ -163,12 +164,11 @@ def _record(session: Session, *turn: Any) -> tuple[Conversation, Message]:
     return conversation, message
 
 
-def embedding_similarity(model_spec: str) -> Callable[[str, list[str]], list[float]]:
+def embedding_similarity(models: RetrievalModels, model_spec: str) -> Callable[[str, list[str]], list[float]]:
     """Cosine similarity under the collection's embedding model (ranks the sentences quote mode offers)."""
 
     def similarity(query: str, texts: list[str]) -> list[float]:
-        embedder = get_embedder(model_spec)
-        vectors = embedder.encode([query, *texts])
+        vectors = models.encode(model_spec, [query, *texts])
         return (vectors[1:] @ vectors[0]).tolist()
 
     return similarity

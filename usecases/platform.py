@@ -16,7 +16,8 @@ from core.runtime import DatabaseHandle, open_database
 from core.settings import Settings
 from core.tenancy import install_tenant_scoping
 from inference.provider import LLMProvider
-from ingestion.celery_app import create_celery
+from ingestion.celery_app import create_celery, worker_models
+from retrieval.models import RetrievalModels
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Platform:
     celery: Celery
     pgvector_version: tuple[int, ...]
     llm: LLMProvider  # NOTE: built here, cheap; it starts an in-process engine on first use only
+    models: RetrievalModels  # embedders and cross-encoders, each loaded on first use
     mcp_pool: McpPool  # agents' MCP server connections, opened on first use
 
     def close(self) -> None:
@@ -43,9 +45,13 @@ class Platform:
 
 
 def build_platform(
-    settings: Settings, database: DatabaseHandle | None = None, celery: Celery | None = None
+    settings: Settings,
+    database: DatabaseHandle | None = None,
+    celery: Celery | None = None,
+    models: RetrievalModels | None = None,
 ) -> Platform:
-    """Connect to everything; raises DatabaseNotReady with a clear message. `celery`: a worker's own app."""
+    """Connect to everything; raises DatabaseNotReady with a clear message. `celery` and `models`: a
+    worker's own app and the models its ingestion tasks share."""
     database = database or open_database(settings)
     engine = make_engine(database.url)
     pgvector_version = check_database(engine)
@@ -59,6 +65,7 @@ def build_platform(
         celery=celery or create_celery(settings, database.url),
         pgvector_version=pgvector_version,
         llm=LLMProvider(settings),
+        models=models or RetrievalModels(),
         mcp_pool=McpPool(settings.mcp),
     )
 
@@ -77,6 +84,6 @@ def worker_platform(app: Celery) -> Platform:
 
             torch.set_num_threads(settings.ingestion.torch_threads)
         database = DatabaseHandle(app.conf.groundwork_database_url, embedded=False)
-        held = (os.getpid(), build_platform(settings, database, celery=app))
+        held = (os.getpid(), build_platform(settings, database, celery=app, models=worker_models(app)))
         app.groundwork_platform = held
     return held[1]

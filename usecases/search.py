@@ -32,5 +32,7 @@ async def search_in_collection(
         collection = await off_loop(get_collection, session, tenant, collection_ref)
         config = request_config(settings.retrieval, collection, request)
         llm = platform.llm.retrieval_backend(cache_salt=str(tenant)) if config.needs_llm else None
-        result = await search(session, settings.retrieval, collection, request, llm=llm, config=config)
+        result = await search(
+            session, settings.retrieval, collection, request, platform.models, llm=llm, config=config
+        )
     return collection, result

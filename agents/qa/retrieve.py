@@ -14,6 +14,7 @@ from core.settings.retrieval import RetrievalConfig
 from core.tracing import traced
 from inference.client import ChatBackend
 from retrieval.fusion import RRFFusion
+from retrieval.models import RetrievalModels
 from retrieval.pipeline import ResultChunk
 from retrieval.service import SearchRequest, request_config, search
 from retrieval.types import Hit
@@ -50,6 +51,7 @@ async def retrieve_sources(
     settings: Settings,
     collections: list[Collection],
     request: SearchRequest,
+    models: RetrievalModels,
     llm: ChatBackend | None,
     configs: list[RetrievalConfig] | None = None,
 ) -> tuple[list[Source], dict[str, float]]:
@@ -61,7 +63,9 @@ async def retrieve_sources(
     timings: dict[str, float] = {}
     radius: dict[str, int] = {}
     for collection, config in zip(collections, configs, strict=True):
-        result = await search(session, settings.retrieval, collection, request, llm=llm, config=config)
+        result = await search(
+            session, settings.retrieval, collection, request, models, llm=llm, config=config
+        )
         rankings.append(result.results)
         radius.update({str(hit.chunk_id): config.neighbors for hit in result.results})
         for stage, ms in result.timings_ms.items():

@@ -43,6 +43,7 @@ from core.settings import Settings
 from core.tracing import annotate, traced
 from inference.client import ChatBackend
 from inference.provider import Rung
+from retrieval.models import RetrievalModels
 
 log = logging.getLogger("groundwork.agents")
 RETRIES = 3  # a segment that lost its database connection is resumed from its last checkpoint
@@ -60,12 +61,15 @@ class AgentRunner:
         gate_for: Callable[[AgentRun], TokenGate | None] = lambda run: None,
         escalated: Callable[[list[dict]], None] | None = None,
         retrieval_llm: Callable[[uuid.UUID, ChatBackend], ChatBackend] | None = None,
+        retrieval_models: RetrievalModels | None = None,
     ) -> None:
         # models: the cascade (qa.cascade) or the one generator; the first also serves the tools.
         # retrieval_llm: (tenant, that model) -> what the search tools' query transforms and LLM
         # reranker call (LLMProvider.retrieval_backend); without it they are skipped.
+        # retrieval_models: the process's embedders and cross-encoders, for the search tools.
         self.sessions, self.settings, self.database_url = sessions, settings, database_url
         self.models, self.retrieval_llm = models, retrieval_llm
+        self.retrieval_models = retrieval_models
         self.mcp, self.escalated = mcp, escalated
         # Who pays for a run's LLM calls: the gate its segment was started with (the caller's key),
         # else `gate_for(run)` (a run resumed after a restart: its tenant).
@@ -182,8 +186,9 @@ class AgentRunner:
         everyone = self.models()
         rungs = everyone[min(level(run.trace), len(everyone) - 1) :]  # a try that gave no answer is left
         backend = rungs[0].backend
+        collection_ids = [uuid.UUID(c) for c in run.collection_ids]
         context = ToolContext(
-            self.sessions, self.settings, run.tenant_id, [uuid.UUID(c) for c in run.collection_ids], backend
+            self.sessions, self.settings, run.tenant_id, collection_ids, backend, models=self.retrieval_models
         )
         if self.retrieval_llm is not None:
             context.retrieval_llm = self.retrieval_llm(run.tenant_id, backend)

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.settings import Settings
 from core.tenancy import scope_to_tenant
 from inference.client import ChatBackend
+from retrieval.models import RetrievalModels
 
 
 @dataclass
@@ -29,6 +30,7 @@ class ToolContext:
     backend: ChatBackend | None = None
     # What retrieval's query transforms and LLM reranker call, salted for the tenant (None: skipped).
     retrieval_llm: ChatBackend | None = None
+    models: RetrievalModels | None = None  # the process's embedders (the search tools need them)
     # chunk id -> source dict with its citation `number`, for the whole run (numbers never change).
     sources: dict[str, dict] = field(default_factory=dict)
 

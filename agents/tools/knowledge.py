@@ -25,6 +25,7 @@ from agents.qa.sources import Source
 from agents.tools.base import ToolContext, ToolResult
 from core.models import Chunk, Collection, Document
 from core.offload import off_loop
+from retrieval.models import RetrievalModels
 from retrieval.service import SearchRequest
 
 DOC_OPEN, DOC_CLOSE = "<doc>", "</doc>"
@@ -44,6 +45,12 @@ def _collections(session: Session, ctx: ToolContext) -> list[Collection]:
     if ctx.collection_ids:
         query = query.where(Collection.id.in_(ctx.collection_ids))
     return list(session.scalars(query))
+
+
+def _models(ctx: ToolContext) -> RetrievalModels:
+    if ctx.models is None:
+        raise RuntimeError("searching needs the process's retrieval models")
+    return ctx.models
 
 
 async def _read(ctx: ToolContext, query: Callable[[Session], T]) -> T:
@@ -72,7 +79,9 @@ async def search(
         if not collections:
             return ToolResult("No collections to search.", {"hits": []})
         request = SearchRequest(query=query, top_k=SEARCH_TOP_K)
-        found, _ = await retrieve_sources(session, ctx.settings, collections, request, ctx.retrieval_llm)
+        found, _ = await retrieve_sources(
+            session, ctx.settings, collections, request, _models(ctx), ctx.retrieval_llm
+        )
     hits, lines = [], []
     for source in found:
         number = ctx.cite(_source_dict(source))
@@ -184,7 +193,12 @@ async def ask(
 
         async def retrieve(query: str):
             return await retrieve_sources(
-                session, ctx.settings, collections, SearchRequest(query=query), ctx.retrieval_llm
+                session,
+                ctx.settings,
+                collections,
+                SearchRequest(query=query),
+                _models(ctx),
+                ctx.retrieval_llm,
             )
 
         done: dict = {}

@@ -110,6 +110,7 @@ def create_collection(
             session,
             tenant,
             body.name,
+            models=state.models,
             embedding_model=body.embedding_model or settings.embedding_model,
             chunking=body.chunking or default_chunking(settings),
             index_dim=body.index_dim or settings.ingestion.index_dim,
@@ -157,7 +158,7 @@ def update_collection(
             raise ClientError(422, "invalid_retrieval", f"invalid retrieval settings: {exc}") from None
     try:
         if body.embedding_model is not None and service.check_model_change(
-            session, row, body.embedding_model
+            session, row, body.embedding_model, state.models
         ):
             session.commit()
             service.drop_prefix_index(state.engine, row.id)

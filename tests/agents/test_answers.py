@@ -72,8 +72,8 @@ def engine(settings):
 
 
 @pytest.fixture(scope="module")
-def similarity(settings):
-    return embedding_similarity(settings.embedding_model)
+def similarity(settings, retrieval_models):
+    return embedding_similarity(retrieval_models, settings.embedding_model)
 
 
 def test_quote_grammar_accepts_only_whole_candidates_in_order():

@@ -73,7 +73,12 @@ def test_an_injected_document_reaches_the_prompt_only_as_quoted_data(client, cel
         ("search", {"query": "vault code"}), ("final_answer", {"answer": "4417", "sources": [1]})
     )
     context = ToolContext(
-        state.sessions, state.settings, DEFAULT_TENANT_ID, [uuid.UUID(collection["id"])], None
+        state.sessions,
+        state.settings,
+        DEFAULT_TENANT_ID,
+        [uuid.UUID(collection["id"])],
+        None,
+        models=state.models,
     )
     deps = AgentDeps(model, context, ["search"], [], Budgets())
     graph = BUILDERS["react"]().compile()

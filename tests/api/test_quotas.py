@@ -24,6 +24,7 @@ from core.tenancy import create_api_key, get_or_create_tenant
 from evals import runner, service
 from inference.provider import LLMProvider
 from retrieval.corpus import CorpusDoc, add_documents
+from retrieval.models import RetrievalModels
 from tests.support.http import running
 
 pytestmark = pytest.mark.integration
@@ -122,7 +123,7 @@ def test_eval_ingest_stops_at_the_document_quota(settings, session_factory):
     body = service.EvalCreate(kind="answer", dataset={"path": f"uploads/{tenant}/corpus5", "format": "jsonl"})
     with session_scope(session_factory) as session:
         run_id = service.create_run(session, strict, tenant, body, None).id
-    ctx = runner.RunContext(strict, session_factory, "test@local", llm=LLMProvider(strict))
+    ctx = runner.RunContext(strict, session_factory, "test@local", LLMProvider(strict), RetrievalModels())
     assert runner.run_eval(ctx, run_id, "test-task") == "failed"
     with session_factory() as session:
         error = session.get(EvalRun, run_id).error

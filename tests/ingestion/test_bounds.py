@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_document_whose_worker_died_twice_is_quarantined_not_redelivered_forever(
-    settings, session_factory, make_collection
+    settings, session_factory, make_collection, retrieval_models
 ):
     job_id, (doc_id,), _ = _batch(settings, session_factory, make_collection(), {"k.txt": b"kill me"})
     claim = {"stale_after_s": 600, "max_attempts": 2}
@@ -55,17 +55,19 @@ class _Watched:
         return self.embedder.encode(texts, batch_size, between)
 
 
-def _grouped(settings, session_factory, group: int, before) -> PipelineContext:
+def _grouped(settings, session_factory, group: int, before, retrieval_models) -> PipelineContext:
     small = settings.model_copy(
         update={"ingestion": settings.ingestion.model_copy(update={"embed_group": group})}
     )
-    ctx = PipelineContext.create(small, session_factory)
+    ctx = PipelineContext.create(small, session_factory, retrieval_models)
     real = ctx.embedder_for
     ctx.embedder_for = lambda spec: _Watched(real(spec), before)
     return ctx
 
 
-def test_a_cancel_stops_the_embedding_between_groups(settings, session_factory, make_collection):
+def test_a_cancel_stops_the_embedding_between_groups(
+    settings, session_factory, make_collection, retrieval_models
+):
     text = " ".join(f"Sentence {i} about rivers and forests." for i in range(3000)).encode()
     job_id, (doc_id,), _ = _batch(
         settings, session_factory, make_collection(chunk_size=32, chunk_overlap=4), {"big.txt": text}
@@ -78,7 +80,7 @@ def test_a_cancel_stops_the_embedding_between_groups(settings, session_factory, 
                 state.cancel_job(session, job_id)
         encoded.append(len(texts))
 
-    ctx = _grouped(settings, session_factory, 16, cancel_in_the_first_group)
+    ctx = _grouped(settings, session_factory, 16, cancel_in_the_first_group, retrieval_models)
     assert process_documents(ctx, job_id, [doc_id], "task-c") == {doc_id: "superseded"}
     groups = [n for n in encoded if n == 16]
     assert len(groups) == 1, encoded  # stopped right after the group it was cancelled in
@@ -88,7 +90,9 @@ def test_a_cancel_stops_the_embedding_between_groups(settings, session_factory, 
     assert stages["embedding_sent"] == stages["embedding_planned"] == 0, stages
 
 
-def test_the_job_counts_the_chunks_embedded_after_each_group(settings, session_factory, make_collection):
+def test_the_job_counts_the_chunks_embedded_after_each_group(
+    settings, session_factory, make_collection, retrieval_models
+):
     text = " ".join(f"Line {i} on tides and harbours." for i in range(600)).encode()
     job_id, (doc_id,), _ = _batch(
         settings, session_factory, make_collection(chunk_size=32, chunk_overlap=4), {"tides.txt": text}
@@ -100,7 +104,7 @@ def test_the_job_counts_the_chunks_embedded_after_each_group(settings, session_f
         if "embedding_planned" in stages:  # (not a call before the embedding stage)
             seen.append((stages["embedding_sent"], stages["embedding_planned"]))
 
-    ctx = _grouped(settings, session_factory, 16, look)
+    ctx = _grouped(settings, session_factory, 16, look, retrieval_models)
     assert process_documents(ctx, job_id, [doc_id], "task-p") == {doc_id: "indexed"}
     planned = seen[0][1]
     assert planned > 3 * 16 and seen == [(sent, planned) for sent in range(0, planned, 16)], seen
@@ -109,11 +113,13 @@ def test_the_job_counts_the_chunks_embedded_after_each_group(settings, session_f
     assert job.stages["embedding_sent"] == job.stages["embedding_planned"] == 0, job.stages
 
 
-def test_a_parsed_text_past_the_cap_fails_with_a_reason(settings, session_factory, make_collection):
+def test_a_parsed_text_past_the_cap_fails_with_a_reason(
+    settings, session_factory, make_collection, retrieval_models
+):
     job_id, (doc_id,), _ = _batch(settings, session_factory, make_collection(), {"long.txt": b"word " * 100})
     capped = settings.model_copy(
         update={"ingestion": settings.ingestion.model_copy(update={"max_parsed_chars": 100})}
     )
-    ctx = PipelineContext.create(capped, session_factory)
+    ctx = PipelineContext.create(capped, session_factory, retrieval_models)
     assert process_documents(ctx, job_id, [doc_id], "task-t") == {doc_id: "failed"}
     assert _get(session_factory, Document, doc_id).error.startswith("text_too_large:")

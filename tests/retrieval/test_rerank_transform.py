@@ -17,7 +17,6 @@ from retrieval.rerank import (
     CrossEncoderReranker,
     LLMReranker,
     judge_messages,
-    load_cross_encoder,
     verdict_logprobs,
 )
 from retrieval.types import ranked
@@ -71,12 +70,13 @@ def engine():
     engine.shutdown()
 
 
-def test_cross_encoder_reorders_by_its_scores_in_batches(tiny_cross_encoder):
+def test_cross_encoder_reorders_by_its_scores_in_batches(tiny_cross_encoder, retrieval_models):
     hits = ranked("rrf", [(uuid.UUID(int=i), 1.0 / (i + 1)) for i in range(5)])
     texts = {h.chunk_id: f"passage number {i} about topic {i * 7}" for i, h in enumerate(hits)}
-    expected = load_cross_encoder(tiny_cross_encoder).predict([(QUERY, texts[h.chunk_id]) for h in hits])
+    model = retrieval_models.cross_encoder(tiny_cross_encoder)
+    expected = model.predict([(QUERY, texts[h.chunk_id]) for h in hits])
     config = RerankConfig(enabled=True, model=tiny_cross_encoder, batch_size=2)
-    out = asyncio.run(CrossEncoderReranker(config).run(QUERY, hits, texts))
+    out = asyncio.run(CrossEncoderReranker(config, model).run(QUERY, hits, texts))
     assert [h.scores["rerank"] for h in out] == pytest.approx(
         sorted(map(float, expected), reverse=True), abs=1e-5
     )
@@ -85,18 +85,20 @@ def test_cross_encoder_reorders_by_its_scores_in_batches(tiny_cross_encoder):
 
 
 def test_pipeline_reranks_with_a_cross_encoder_or_skips_cleanly(
-    make_collection, session_factory, tiny_cross_encoder
+    make_collection, session_factory, tiny_cross_encoder, retrieval_models
 ):
     collection = make_collection(DOCS)
     with session_factory() as s:
         base = RetrievalConfig(mode="hybrid", top_k=3)
-        plain = asyncio.run(SearchPipeline(base).run(s, collection, QUERY, debug=True))
+        plain = asyncio.run(SearchPipeline(base, retrieval_models).run(s, collection, QUERY, debug=True))
         no_model = base.model_copy(update={"rerank": RerankConfig(enabled=True)})
-        skipped = asyncio.run(SearchPipeline(no_model).run(s, collection, QUERY, debug=True))
+        skipped = asyncio.run(
+            SearchPipeline(no_model, retrieval_models).run(s, collection, QUERY, debug=True)
+        )
         assert skipped.debug["rerank"].startswith("skipped")
         assert [r.chunk_id for r in skipped.results] == [r.chunk_id for r in plain.results]
         ce = base.model_copy(update={"rerank": RerankConfig(enabled=True, model=tiny_cross_encoder)})
-        reranked = asyncio.run(SearchPipeline(ce).run(s, collection, QUERY, debug=True))
+        reranked = asyncio.run(SearchPipeline(ce, retrieval_models).run(s, collection, QUERY, debug=True))
         scores = [r.scores["rerank"] for r in reranked.results]
         assert len(scores) == 3 and scores == sorted(scores, reverse=True)
 
@@ -148,13 +150,15 @@ def test_remote_judge_agrees_with_the_in_process_engine(engine):
     assert remote == pytest.approx(local, abs=1e-3)
 
 
-def test_query_transforms_through_the_engine(make_collection, session_factory, engine):
+def test_query_transforms_through_the_engine(make_collection, session_factory, engine, retrieval_models):
     collection = make_collection(DOCS)
     chat = LocalChatBackend(engine)
     with session_factory() as s:
         for kind in ("hyde", "multi_query"):
             cfg = RetrievalConfig(mode="hybrid", top_k=3, transform=TransformConfig(kind=kind, max_tokens=48))
-            result = asyncio.run(SearchPipeline(cfg, llm=chat).run(s, collection, QUERY, debug=True))
+            result = asyncio.run(
+                SearchPipeline(cfg, retrieval_models, llm=chat).run(s, collection, QUERY, debug=True)
+            )
             assert result.results and result.results[0].source_id == "tides"
             if kind == "hyde":
                 assert result.debug["hyde"]

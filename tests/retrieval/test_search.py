@@ -84,9 +84,17 @@ CODE_QUERY, CODE_ANSWER = "QX7-9937", "minutes"
 PARAPHRASE_QUERY, PARAPHRASE_ANSWER = "my vehicle won't turn over, dead accumulator", "car"
 
 
-def run(session, collection, query, **kw):
-    request = SearchRequest(query=query, **kw)
-    return asyncio.run(search(session, RetrievalSettings(), collection, request)).results
+@pytest.fixture
+def run(retrieval_models):
+    """run(session, collection, query, **request fields) -> the search's results."""
+
+    def search_results(session, collection, query, **kw):
+        request = SearchRequest(query=query, **kw)
+        return asyncio.run(
+            search(session, RetrievalSettings(), collection, request, retrieval_models)
+        ).results
+
+    return search_results
 
 
 def sources(results) -> list[str]:
@@ -98,7 +106,7 @@ def corpus(make_collection):
     return make_collection(CORPUS)
 
 
-def test_each_mode_finds_what_it_should(corpus, session_factory):
+def test_each_mode_finds_what_it_should(corpus, session_factory, run):
     with session_factory() as s:
         assert sources(run(s, corpus, CODE_QUERY, mode="bm25", top_k=3))[0] == CODE_ANSWER
         assert CODE_ANSWER not in sources(run(s, corpus, CODE_QUERY, mode="dense", top_k=1))
@@ -108,14 +116,16 @@ def test_each_mode_finds_what_it_should(corpus, session_factory):
         assert sources(run(s, corpus, PARAPHRASE_QUERY, mode="hybrid", top_k=3))[0] == PARAPHRASE_ANSWER
 
 
-def test_results_carry_provenance_and_stage_scores(corpus, session_factory):
+def test_results_carry_provenance_and_stage_scores(corpus, session_factory, run, retrieval_models):
     with session_factory() as s:
         top = run(s, corpus, CODE_QUERY, mode="hybrid", top_k=2)[0]
         assert top.text.startswith("Minutes") and top.char_end == len(top.text)
         assert set(top.scores) == {"bm25", "dense", "convex"}, top.ranks
         assert top.ranks["bm25"] == 1 and top.ranks["convex"] == 1, top.ranks
         result = asyncio.run(
-            search(s, RetrievalSettings(), corpus, SearchRequest(query=CODE_QUERY, debug=True))
+            search(
+                s, RetrievalSettings(), corpus, SearchRequest(query=CODE_QUERY, debug=True), retrieval_models
+            )
         )
         assert set(result.debug["rankings"]) == {"bm25", "dense"}
         assert result.debug["rerank"] == "off"
@@ -136,7 +146,7 @@ def test_dense_query_can_use_the_collections_hnsw_index(corpus, session_factory)
             assert prefix_index_name(corpus.id) in "\n".join(plan)
 
 
-def test_filters_are_applied_before_the_top_k_cut(corpus, session_factory):
+def test_filters_are_applied_before_the_top_k_cut(corpus, session_factory, run):
     with session_factory() as s:
         for mode in ("bm25", "dense", "hybrid"):
             red = run(
@@ -162,7 +172,7 @@ def test_filters_are_applied_before_the_top_k_cut(corpus, session_factory):
             assert {r.source_id for r in notes} == {"car", "tides", "bread"}
 
 
-def test_no_leak_across_collections_or_tenants(corpus, make_collection, session_factory):
+def test_no_leak_across_collections_or_tenants(corpus, make_collection, session_factory, run):
     other_tenant = uuid.uuid4()
     with session_factory() as s:
         s.add(Tenant(id=other_tenant, name=f"t-{other_tenant.hex[:8]}"))
@@ -177,7 +187,7 @@ def test_no_leak_across_collections_or_tenants(corpus, make_collection, session_
         assert find_collection(s, other_tenant, foreign.id).id == foreign.id
 
 
-def test_delete_and_replace_take_effect_in_both_retrievers_at_once(corpus, session_factory, embedder):
+def test_delete_and_replace_take_effect_in_both_retrievers_at_once(corpus, session_factory, embedder, run):
     with session_factory() as s:
         s.execute(
             delete(Document).where(
