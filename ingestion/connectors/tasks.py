@@ -12,8 +12,6 @@ from ingestion.connectors.scheduler import SyncScheduler
 from ingestion.connectors.sync import SYNC_TASK, run_sync
 from ingestion.tasks import _context
 
-_SCHEDULERS: list[SyncScheduler] = []
-
 
 @shared_task(bind=True, name=SYNC_TASK, acks_late=True)
 def sync_connector(self, sync_id: str) -> str:
@@ -28,10 +26,13 @@ def _start_scheduler(sender=None, **_) -> None:
     if settings is None or settings.connectors.scheduler_tick_s <= 0:
         return
     sessions = make_session_factory(make_engine(app.conf.groundwork_database_url))
-    _SCHEDULERS.append(SyncScheduler(sessions, app, settings).start())
+    # Kept on the worker's app (the main process's), stopped with it.
+    app.groundwork_sync_scheduler = SyncScheduler(sessions, app, settings).start()
 
 
 @worker_shutdown.connect
-def _stop_scheduler(**_) -> None:
-    for scheduler in _SCHEDULERS:
+def _stop_scheduler(sender=None, **_) -> None:
+    app = getattr(sender, "app", None) or current_app
+    scheduler: SyncScheduler | None = getattr(app, "groundwork_sync_scheduler", None)
+    if scheduler is not None:
         scheduler.stop()
