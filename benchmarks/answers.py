@@ -239,21 +239,17 @@ async def run(args, settings, sessions, built: list) -> dict:
             built.append(cache[key])
         return cache[key]
 
+    def pipeline_over(set_name: str, config: dict):
+        chunked = collection(set_name, config["chunking"])
+        return pipeline_for(sessions, settings, models, backend, similarity, chunked, config)
+
     results: dict = {"limit": args.limit, "corpus_size": args.corpus_size, "sweep": {}, "answers": []}
     try:
         if args.sweep:
             for name, overrides in VARIANTS.items():
                 config = variant(name, overrides)
                 for set_name, (_, items) in sets.items():
-                    pipeline, session = pipeline_for(
-                        sessions,
-                        settings,
-                        models,
-                        backend,
-                        similarity,
-                        collection(set_name, config["chunking"]),
-                        config,
-                    )
+                    pipeline, session = pipeline_over(set_name, config)
                     results["sweep"].setdefault(name, {})[set_name] = await sweep_one(pipeline, items)
                     print(
                         f"sweep {name} {set_name}: {results['sweep'][name][set_name]}",
@@ -266,15 +262,7 @@ async def run(args, settings, sessions, built: list) -> dict:
         for label, mode, check in [] if args.sweep_only else runs:
             config = variant(label, {}) if label == "before" else AFTER
             for set_name, (_, items) in sets.items():
-                pipeline, session = pipeline_for(
-                    sessions,
-                    settings,
-                    models,
-                    backend,
-                    similarity,
-                    collection(set_name, config["chunking"]),
-                    config,
-                )
+                pipeline, session = pipeline_over(set_name, config)
                 pipeline.settings = pipeline.settings.model_copy(update={"claim_check": check})
                 row = await answer_all(pipeline, items, mode, dump if mode == "generate" else None)
                 results["answers"].append(
