@@ -168,7 +168,7 @@ def embedding_similarity(models: RetrievalModels, model_spec: str) -> Callable[[
     """Cosine similarity under the collection's embedding model (ranks the sentences quote mode offers)."""
 
     def similarity(query: str, texts: list[str]) -> list[float]:
-        vectors = models.encode(model_spec, [query, *texts])
+        vectors = models.embedder(model_spec).encode([query, *texts])
         return (vectors[1:] @ vectors[0]).tolist()
 
     return similarity
