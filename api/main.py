@@ -81,6 +81,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
         state.sampler = metrics_history.MetricsSampler(state).start()
         log.info("api ready", extra={"pgvector": ".".join(map(str, state.pgvector_version))})
         start_recovery(state.agent_runner)  # runs a dead process left: now, then now and then
+        state.metrics.gc_pauses.start()
         try:
             async with mcp_endpoint.running() if mcp_endpoint else nullcontext():
                 yield

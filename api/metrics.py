@@ -27,6 +27,7 @@ from api.routers.tenants import get_operator
 from api.slo import SloTracker, observed
 from api.state import AppState
 from core.errors import ClientError
+from core.heap import GcPauses
 
 router = APIRouter(tags=["metrics"])
 
@@ -86,6 +87,14 @@ class PlatformMetrics:
             ["route"],
             registry=self.registry,
         )
+        self.gc_pause = Histogram(
+            "groundwork_gc_pause_seconds",
+            "Passes of the API process's garbage collector, which hold every request meanwhile.",
+            ["generation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+            registry=self.registry,
+        )
+        self.gc_pauses = GcPauses(lambda gen, s: self.gc_pause.labels(str(gen)).observe(s))
         self.slo = SloTracker(state.settings.slo, self.registry)
         self.registry.register(EngineLoad(state))
         self.registry.register(IngestionBacklog(state))

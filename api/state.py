@@ -34,4 +34,5 @@ class AppState(Platform):
             self.rate_limiter.close()
         if self.sampler is not None:
             self.sampler.shutdown()
+        self.metrics.gc_pauses.stop()
         await super().aclose()
