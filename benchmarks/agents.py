@@ -86,6 +86,7 @@ async def bfcl(backend, limit: int, categories: list[str], free: bool) -> dict:
                         "ms": round(turn.ms),
                         "finish_reason": turn.finish_reason,
                         "call_errors": [c.error for c in calls if c.error],
+                        "calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
                     }
                 )
             called = [r for r in rows if r.get("called")]
@@ -265,7 +266,8 @@ def main() -> None:
     report = {"model": settings.llm_model, "machine": cpu_info(), "args": vars(args)}
     default = type(settings).model_fields["llm_model"].default
     model = settings.llm_model
-    out = RESULTS if model == default else RESULTS.with_suffix(f".{Path(model).stem}.json")
+    name = Path(model).name.removesuffix(".gguf")  # not `.stem`: qwen2.5-coder-1.5b is a name, not a file
+    out = RESULTS if model == default else RESULTS.with_suffix(f".{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:

@@ -39,7 +39,7 @@ def _schema(node):
         elif key == "type" and isinstance(value, str):
             if value != "any":
                 out[key] = _TYPES.get(value, value)
-        elif key != "default":
+        else:  # "default" kept: it tells the model what leaving an optional argument out means
             out[key] = value
     return out
 
