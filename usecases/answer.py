@@ -96,7 +96,9 @@ async def answer(
         # this session, so that an answer's database work never holds up the event loop.
         collections, conversation, turns = await off_loop(_asked, session, tenant, question, history_override)
         configs = [request_config(platform.settings.retrieval, c, search) for c in collections]
-        rungs = platform.llm.answer_models(cache_salt=str(tenant))
+        # NOTE: off the loop: the first answer loads the generator (a 1.5B GGUF: two minutes),
+        # and every other request of every tenant would wait for it.
+        rungs = await off_loop(platform.llm.answer_models, str(tenant))
         backend = rungs[0].backend  # the first (smallest) model also rewrites and transforms queries
         retrieval_llm = platform.llm.retrieval_backend(str(tenant), generator=backend)
 

@@ -299,6 +299,7 @@ class AgentRunner:
     async def deps(self, run: AgentRun) -> AgentDeps:
         """What a segment of the run uses, with its MCP servers' tools listed now: also what a
         replacement plan is checked against, so that it may name every tool the run may use."""
+        await off_loop(self.models)  # the first call loads the generator: seconds to minutes
         deps = self._deps(run)
         if run.mcp_servers and self.mcp is not None:
             deps.mcp = await McpToolbox.open(self.mcp, list(run.mcp_servers))

@@ -33,6 +33,7 @@ from api.schemas.common import event_stream
 from api.state import AppState
 from api.streaming import event_source, sse
 from core.errors import ClientError
+from core.offload import off_loop
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
@@ -132,7 +133,7 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             "tools are not supported by the platform's chat "
             "endpoint; call the engine server (`groundwork engine serve`) for tool calls",
         )
-    backend = state.llm.backend(cache_salt=str(tenant))
+    backend = await off_loop(state.llm.backend, str(tenant))  # the first call loads the generator
     if body.model != backend.model_name:
         raise ClientError(
             400,
