@@ -31,7 +31,8 @@ async def search_in_collection(
         # NOTE: SQL off the event loop, here and in the search itself (retrieval/pipeline.py).
         collection = await off_loop(get_collection, session, tenant, collection_ref)
         config = request_config(settings.retrieval, collection, request)
-        llm = platform.llm.retrieval_backend(cache_salt=str(tenant)) if config.needs_llm else None
+        # A search that needs the LLM may be what loads the generator: off the loop too.
+        llm = await off_loop(platform.llm.retrieval_backend, str(tenant)) if config.needs_llm else None
         result = await search(
             session, settings.retrieval, collection, request, platform.models, llm=llm, config=config
         )

@@ -1,11 +1,13 @@
-"""The generator loads on the first answer that needs it (seconds for the packaged model, minutes for
-a 1.5B GGUF converted on first use): meanwhile the API must go on serving everyone else."""
+"""The generator loads on the first call that needs it (an answer; a search with a query transform):
+seconds for the packaged model, minutes for a 1.5B GGUF converted on first use. Meanwhile the API
+must go on serving everyone else."""
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from fastapi.testclient import TestClient
 
 import inference.provider as provider
@@ -13,7 +15,10 @@ from api.main import create_app
 from tests.api.qa_corpus import QUESTION
 
 
-def test_the_first_answer_loads_the_generator_off_the_event_loop(broker_settings, qa_collection, monkeypatch):
+@pytest.mark.parametrize("first", ["ask", "hyde search"])
+def test_the_first_call_loads_the_generator_off_the_event_loop(
+    first, broker_settings, qa_collection, monkeypatch
+):
     loading, release = threading.Event(), threading.Event()
     real = provider.start_local_engine
 
@@ -24,8 +29,12 @@ def test_the_first_answer_loads_the_generator_off_the_event_loop(broker_settings
 
     monkeypatch.setattr(provider, "start_local_engine", held_load)
     with TestClient(create_app(broker_settings)) as client, ThreadPoolExecutor(2) as pool:
-        body = {"collection": qa_collection, "question": QUESTION}
-        asked = pool.submit(client.post, "/v1/ask", json=body)
+        if first == "ask":
+            route, body = "/v1/ask", {"collection": qa_collection, "question": QUESTION}
+        else:  # a query transform calls the generator
+            collection_id = client.get(f"/v1/collections/{qa_collection}").json()["id"]
+            route, body = f"/v1/collections/{collection_id}/search", {"query": QUESTION, "transform": "hyde"}
+        asked = pool.submit(client.post, route, json=body)
         try:
             assert loading.wait(60)
             # With the load on the event loop this waits until the load ends: here, never.
@@ -33,4 +42,5 @@ def test_the_first_answer_loads_the_generator_off_the_event_loop(broker_settings
             assert health.status_code == 200
         finally:
             release.set()
-        assert asked.result(timeout=300).status_code == 200
+        response = asked.result(timeout=300)
+        assert response.status_code == 200, response.text
