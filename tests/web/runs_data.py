@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
@@ -276,11 +276,16 @@ def _eval_runs(collection_id: str) -> dict[str, EvalRun]:
             attempts=1,
             **common,
         ),
-        # heartbeat_at stays NULL: the worker's recovery never takes this run over.
+        # NOTE: held by a live worker, so that the test worker's recovery pass never takes it over:
+        # with no heartbeat the run counts as silent since its creation, and once the session is
+        # older than `ingestion.stale_after_s` the recovery re-sends it, the worker fails it
+        # (no dataset "faq") and the page shows a failed run instead of a running one.
         "running": EvalRun(
             name="nightly answers",
             kind="answer",
             status=JobStatus.running,
+            claimed_by="a worker of another host",
+            heartbeat_at=datetime.now(UTC) + timedelta(days=1),
             dataset={"path": "faq", "format": "jsonl"},
             config={"variants": [{"label": "base", "overrides": {}}]},
             progress={"stage": "evaluating"},
