@@ -16,6 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from inference.loaders.gguf_file import cached_hf_dir, convert, read_quantized
 from inference.loaders.hf_dir import iter_weights, load_tokenizer, read_model_config
 from inference.models.llama import LlamaForCausalLM
+from inference.quant.decode_layer import FusedDecode
 from inference.quant.gguf_blocks import dequantized
 from inference.quant.kernel import load_kernel, native_bf16
 
@@ -74,6 +75,7 @@ def load_model(
         if native_bf16():
             weights = {name: replace(w, dense=dequantized(w).bfloat16()) for name, w in weights.items()}
         model.use_quantized(weights)
+        model.fused = FusedDecode.build(model, cache_dir)
         kinds = Counter(f"{w.source}->{w.kind}" for w in weights.values())
         dense = sum(w.dense.numel() * 2 for w in weights.values() if w.dense is not None)
         log.info(

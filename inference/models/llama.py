@@ -18,6 +18,7 @@ from inference.attention import AttentionMetadata, paged_attention
 from inference.config import ModelConfig
 from inference.models.linear import PackedWeight, can_pack, linear, pack
 from inference.models.rope import apply_rope
+from inference.quant.decode_layer import FusedDecode
 from inference.quant.kernel import QuantWeight
 
 
@@ -84,6 +85,8 @@ class LlamaForCausalLM(nn.Module):
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         )
         self.packed_head: PackedWeight | QuantWeight | None = None
+        # Every layer in one C call per decode step, once the projections are kept 4/8-bit (`fuse`).
+        self.fused: FusedDecode | None = None
 
     def forward(
         self,
@@ -94,6 +97,8 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """Final normalised hidden states `[num_tokens, hidden]`; `compute_logits` projects some."""
         x = self.embed_tokens(input_ids)
+        if self.fused is not None and self.fused.serves(x, kv_caches[0], meta):
+            return self.norm(self.fused.run(x, rope, kv_caches, meta))
         for layer, cache in zip(self.layers, kv_caches, strict=True):
             x = layer(x, rope, cache, meta)
         return self.norm(x)

@@ -73,29 +73,33 @@ class QuantWeight:
         return sum(t.numel() * t.element_size() for t in (self.q, self.d, self.mn) if t is not None)
 
 
-def _compile(source: Path, out: Path) -> None:
+def _compile(sources: tuple[Path, ...], out: Path) -> None:
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         so = Path(tmp) / out.name
-        cmd = [cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(so), str(source), "-lm"]
+        flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+        cmd = [cc, *flags, "-o", str(so), *map(str, sources), "-lm"]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         os.replace(so, out)
 
 
 @cache
-def compiled(source: Path, cache_dir: Path | None) -> ctypes.CDLL | None:
-    """`source` (one of our C kernels) compiled with -march=native, cached under `cache_dir/kernels/` by
-    source and CPU flags; None with a logged warning where it cannot be built."""
-    key = hashlib.sha256(source.read_bytes() + " ".join(sorted(cpu_flags())).encode()).hexdigest()[:16]
+def compiled(source: Path, cache_dir: Path | None, *linked: Path) -> ctypes.CDLL | None:
+    """`source` (one of our C kernels), with the kernels it calls (`linked`), compiled with -march=native
+    into one library, cached under `cache_dir/kernels/` by sources and CPU flags; None with a logged
+    warning where it cannot be built."""
+    sources = (source, *linked)
+    text = b"".join(s.read_bytes() for s in sources) + " ".join(sorted(cpu_flags())).encode()
+    digest = hashlib.sha256(text)
     root = cache_dir if cache_dir is not None else Path(tempfile.gettempdir()) / "groundwork"
-    so = root / "kernels" / f"{source.stem}-{key}.so"
+    so = root / "kernels" / f"{source.stem}-{digest.hexdigest()[:16]}.so"
     try:
         if not so.exists():
             log.info("compiling %s into %s", source.name, so)
-            _compile(source, so)
+            _compile(sources, so)
         return ctypes.CDLL(str(so))
     except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
         log.warning("C kernel %s unavailable (%s); the torch path serves instead", source.name, e)

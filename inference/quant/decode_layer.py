@@ -1,0 +1,137 @@
+"""Decode steps over weights kept 4/8-bit, one C call per layer (`decode_layer.c`).
+
+At one row a decoder layer is a dozen small torch ops around four quantized matmuls and attention;
+each op costs more to dispatch than it computes, so SmolLM2 spent more time in Python and torch's
+dispatch than in the matmuls. `FusedDecode` runs a whole layer per call instead, for steps whose rows
+all attend through the paged path (decodes, speculative verification) and number at most
+`QUANT_MAX_ROWS`; other steps (prefill chunks, large batches) keep the torch path. The arithmetic is
+the torch path's: the same kernels on the same int8 grids, fp32 elsewhere (sums in another order).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from inference import cpu_attention
+from inference.attention import AttentionMetadata
+from inference.models.linear import QUANT_MAX_ROWS
+from inference.quant import kernel
+from inference.quant.kernel import QuantWeight, compiled
+
+SOURCE = Path(__file__).with_name("decode_layer.c")
+PROJECTIONS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+
+
+class _Weight(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in ("kind", "n", "k")] + [
+        (name, ctypes.c_void_p) for name in ("q", "d", "mn", "bias")
+    ]
+
+
+class _Layer(ctypes.Structure):
+    _fields_ = [
+        *((name, ctypes.c_int64) for name in ("hidden", "heads", "kv_heads", "head_dim", "intermediate")),
+        ("eps", ctypes.c_float),
+        ("norm_in", ctypes.c_void_p),
+        ("norm_post", ctypes.c_void_p),
+        *((name, _Weight) for name in ("qkv", "o", "gate_up", "down")),
+    ]
+
+
+class _Step(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        *((name, ctypes.c_void_p) for name in ("cos", "sin", "slots", "tables")),
+        *((name, ctypes.c_int64) for name in ("width", "num_blocks", "block_size")),
+        *((name, ctypes.c_void_p) for name in ("seq", "context")),
+        ("attention_threads", ctypes.c_int64),
+        ("threads", ctypes.c_int64),
+    ]
+
+
+def _weight(w: QuantWeight, bias: torch.Tensor | None) -> _Weight:
+    n, k = w.shape
+    ptr = [None if t is None else t.data_ptr() for t in (w.q, w.d, w.mn, bias)]
+    return _Weight(4 if w.kind == "q4" else 8, n, k, *ptr)
+
+
+@dataclass
+class FusedDecode:
+    """The model's layers as C structs (pointers into its tensors, which it keeps alive)."""
+
+    lib: ctypes.CDLL
+    layers: list[_Layer]
+    keep: list[torch.Tensor]  # the tensors the structs point into
+
+    @classmethod
+    def build(cls, model: torch.nn.Module, cache_dir: Path | None) -> FusedDecode | None:
+        """For a model whose every projection is a QuantWeight (fp32 CPU, `use_quantized`); None
+        where some is not or the kernel cannot be built."""
+        packed = [layer.packed.get(p) for layer in model.layers for p in PROJECTIONS]
+        if not all(isinstance(w, QuantWeight) for w in packed):
+            return None
+        lib = compiled(SOURCE, cache_dir, kernel.SOURCE, cpu_attention.SOURCE)
+        if lib is None:
+            return None
+        lib.decode_layer.argtypes = [ctypes.c_void_p] * 4
+        lib.decode_layer.restype = ctypes.c_int
+        cfg = model.config
+        layers, keep = [], []
+        for layer in model.layers:
+            bias = layer.qkv_proj.bias
+            norms = (layer.input_layernorm.weight.detach(), layer.post_attention_layernorm.weight.detach())
+            keep += [*norms, *([] if bias is None else [bias.detach()])]
+            weights = [_weight(layer.packed[p], bias if p == "qkv_proj" else None) for p in PROJECTIONS]
+            dims = (cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size)
+            eps = layer.input_layernorm.eps
+            layers.append(_Layer(*dims, eps, norms[0].data_ptr(), norms[1].data_ptr(), *weights))
+        return cls(lib, layers, keep)
+
+    @staticmethod
+    def serves(x: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata) -> bool:
+        """A step of paged rows only (no prefill chunk), few enough for the kernel, in the C kernels'
+        layouts."""
+        p = meta.paged
+        return (
+            p is not None
+            and not meta.prefills
+            and x.shape[0] <= QUANT_MAX_ROWS
+            and x.device.type == "cpu"
+            and x.dtype == cache.dtype == torch.float32
+            and cache.is_contiguous()
+            and cache.shape[-1] % cpu_attention.LANES == 0
+            and p.block_tables.dtype == torch.int32
+            and p.token_seq.dtype == p.context_lens.dtype == meta.slot_mapping.dtype == torch.int64
+        )
+
+    def run(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        kv_caches: list[torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """Every layer on `x` `[rows, hidden]` (updated in place and returned); writes this step's K/V."""
+        p = meta.paged
+        cos, sin = (t.contiguous() for t in rope)
+        cache = kv_caches[0]
+        _, kv_heads, num_blocks, block_size, head_dim = cache.shape
+        tables = p.block_tables.contiguous()
+        heads = self.layers[0].heads
+        threads = torch.get_num_threads()
+        macs = x.shape[0] * heads * p.max_context * head_dim
+        step = _Step(
+            x.shape[0], cos.data_ptr(), sin.data_ptr(), meta.slot_mapping.data_ptr(), tables.data_ptr(),
+            tables.shape[1], num_blocks, block_size, p.token_seq.data_ptr(), p.context_lens.data_ptr(),
+            1 if macs < cpu_attention.PARALLEL_MIN_MACS else threads, threads,
+        )  # fmt: skip
+        x = x.contiguous()
+        step_ref = ctypes.byref(step)
+        for layer, cache in zip(self.layers, kv_caches, strict=True):
+            if self.lib.decode_layer(ctypes.byref(layer), step_ref, cache.data_ptr(), x.data_ptr()):
+                raise MemoryError("the fused decode layer could not allocate its scratch")
+        return x
