@@ -1,27 +1,32 @@
-/* One decoder layer of a decode step on CPU, in one call (inference/quant/decode_layer.py).
+/* The decoder layers of a decode step on CPU, in one call (inference/quant/decode_layer.py).
  *
  * The step's rows are decode tokens (or a verification's few tokens); every projection is kept
- * 4/8-bit and goes through mm_q4 / mm_q8 (qmatmul.c), attention through paged_attention
- * (cpu_attention.c), both linked into the same library. What Python ran between those calls (two
- * RMSNorms, rope, the K/V write, SiLU * up, two residual adds: a dozen torch ops per layer, each
- * costing more to dispatch than it computes at one row) runs here, so a token costs one call per layer.
+ * 4/8-bit (qmatmul.c), attention reads the paged cache in place (cpu_attention.c), both linked into
+ * the same library. What Python ran between those calls (two RMSNorms, rope, the K/V write, SiLU * up,
+ * two residual adds: a dozen torch ops per layer, each costing more to dispatch than it computes at one
+ * row) runs here, and the threads meet at spin barriers inside one parallel region per step: an OpenMP
+ * region per matmul woke a sleeping worker (OMP_WAIT_POLICY=PASSIVE) four times per layer.
  *
- * x [M, hidden] is updated in place: x += o(attn(rope(qkv(norm_in(x))))), then
+ * Per layer, x [M, hidden] is updated in place: x += o(attn(rope(qkv(norm_in(x))))), then
  * x += down(silu(gate) * up of gate_up(norm_post(x))).
  */
 #include <math.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, float *sx);
-void mm_q4(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
-           const float *d, const float *mn, int64_t N, const float *bias, float *y, int threads);
-void mm_q8(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
-           int64_t N, const float *bias, float *y, int threads);
-void paged_attention(const float *q, const float *cache, int64_t T, int64_t H, int64_t KVH, int64_t D,
-                     int64_t num_blocks, int64_t block_size, const int32_t *tables, int64_t width,
-                     const int64_t *seq, const int64_t *context, float scale, float *out, int threads);
+void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
+                const float *d, const float *mn, int64_t N, const float *bias, float *y, int64_t n0, int64_t n1);
+void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
+                int64_t N, const float *bias, float *y, int64_t n0, int64_t n1);
+void paged_attention_pairs(const float *q, const float *cache, int64_t H, int64_t KVH, int64_t D,
+                           int64_t num_blocks, int64_t block_size, const int32_t *tables, int64_t width,
+                           const int64_t *seq, const int64_t *context, float scale, float *out, int64_t from,
+                           int64_t to);
 
 /* A weight as QuantWeight holds it: kind 4 (q4: nibbles, d, mn) or 8 (q8: int8, d). */
 typedef struct {
@@ -45,14 +50,43 @@ typedef struct {
     const int32_t *tables;          /* [seqs, width] block tables */
     int64_t width, num_blocks, block_size;
     const int64_t *seq, *context;   /* [rows] each row's sequence and the keys it attends */
-    int64_t attention_threads, threads;
+    int64_t threads;
 } step_spec;
 
-/* Scratch of one call: quantized activations and the intermediate rows. */
+/* Scratch of one step: quantized activations and the intermediate rows. */
 typedef struct {
     int8_t *qx;
     float *dx, *sx, *h, *qkv, *q, *attn, *gu;
 } scratch;
+
+/* Threads wait for each other by spinning: a stage lasts microseconds, less than a sleeping thread
+ * takes to wake. Past SPINS polls a waiter yields its core (another process may need it to run the
+ * thread being waited for). */
+#define SPINS 20000
+
+typedef struct {
+    _Atomic int64_t arrived, phase;
+    int64_t n;
+} spin_barrier;
+
+static void wait_all(spin_barrier *b) {
+    /* NOTE: the phase is read before arriving: the last thread may open the next phase at once. */
+    const int64_t phase = atomic_load_explicit(&b->phase, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) == b->n - 1) {
+        atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
+        atomic_store_explicit(&b->phase, phase + 1, memory_order_release);
+        return;
+    }
+    for (int64_t spins = 0; atomic_load_explicit(&b->phase, memory_order_acquire) == phase; spins++) {
+        if (spins < SPINS) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
+}
 
 static void rms_norm(const float *x, const float *w, float eps, int64_t M, int64_t K, float *out) {
     for (int64_t m = 0; m < M; m++) {
@@ -64,14 +98,13 @@ static void rms_norm(const float *x, const float *w, float eps, int64_t M, int64
     }
 }
 
-/* y = h @ w.T + bias for M rows of h (quantized here, as qlinear does). */
-static void project(const qweight *w, const float *h, int64_t M, const step_spec *s, scratch *t, float *y) {
-    quantize_rows(h, M, w->k, t->qx, t->dx, t->sx);
-    const int threads = (int)s->threads;
+/* This thread's share of y = qx @ w.T + bias (qx: the activations quantized by thread 0). */
+static void project(const qweight *w, int64_t M, const scratch *t, float *y, int64_t tid, int64_t nt) {
+    const int64_t n0 = w->n * tid / nt, n1 = w->n * (tid + 1) / nt;
     if (w->kind == 4)
-        mm_q4(t->qx, t->dx, t->sx, M, w->k, w->q, w->d, w->mn, w->n, w->bias, y, threads);
+        mm_q4_rows(t->qx, t->dx, t->sx, M, w->k, w->q, w->d, w->mn, w->n, w->bias, y, n0, n1);
     else
-        mm_q8(t->qx, t->dx, M, w->k, w->q, w->d, w->n, w->bias, y, threads);
+        mm_q8_rows(t->qx, t->dx, M, w->k, w->q, w->d, w->n, w->bias, y, n0, n1);
 }
 
 /* rotate_half rope on the first `heads` heads of a row: x * cos + roll(x, D / 2) * signed_sin. */
@@ -84,10 +117,11 @@ static void rope(float *x, int64_t heads, int64_t D, const float *cos, const flo
     }
 }
 
-static void attention_block(const layer_spec *L, const step_spec *s, float *cache, scratch *t) {
-    const int64_t M = s->rows, H = L->heads, KVH = L->kv_heads, D = L->head_dim;
+/* Rope on q and k, this step's K/V into the cache, q gathered for attention (thread 0). */
+static void rope_and_store(const layer_spec *L, const step_spec *s, float *cache, scratch *t) {
+    const int64_t H = L->heads, KVH = L->kv_heads, D = L->head_dim;
     const int64_t width = (H + 2 * KVH) * D, plane = s->num_blocks * s->block_size * D;
-    for (int64_t m = 0; m < M; m++) {
+    for (int64_t m = 0; m < s->rows; m++) {
         float *row = t->qkv + m * width;
         rope(row, H + KVH, D, s->cos + m * D, s->sin + m * D);
         memcpy(t->q + m * H * D, row, H * D * sizeof(float));
@@ -96,14 +130,57 @@ static void attention_block(const layer_spec *L, const step_spec *s, float *cach
             memcpy(cache + (KVH + j) * plane + s->slots[m] * D, row + (H + KVH + j) * D, D * sizeof(float));
         }
     }
-    paged_attention(t->q, cache, M, H, KVH, D, s->num_blocks, s->block_size, s->tables, s->width, s->seq,
-                    s->context, 1.f / sqrtf((float)D), t->attn, (int)s->attention_threads);
 }
 
-/* 0, or -1 where scratch could not be allocated (x is then unchanged). */
-int decode_layer(const layer_spec *L, const step_spec *s, float *cache, float *x) {
-    const int64_t M = s->rows, K = L->hidden, I = L->intermediate;
-    const int64_t q_width = L->heads * L->head_dim;
+static void layer(const layer_spec *L, const step_spec *s, float *cache, float *x, scratch *t,
+                  spin_barrier *b, int64_t tid, int64_t nt) {
+    const int64_t M = s->rows, K = L->hidden, I = L->intermediate, pairs = M * L->heads;
+    if (tid == 0) {
+        rms_norm(x, L->norm_in, L->eps, M, K, t->h);
+        quantize_rows(t->h, M, K, t->qx, t->dx, t->sx);
+    }
+    wait_all(b);
+    project(&L->qkv, M, t, t->qkv, tid, nt);
+    wait_all(b);
+    if (tid == 0) rope_and_store(L, s, cache, t);
+    wait_all(b);
+    paged_attention_pairs(t->q, cache, L->heads, L->kv_heads, L->head_dim, s->num_blocks, s->block_size,
+                          s->tables, s->width, s->seq, s->context, 1.f / sqrtf((float)L->head_dim), t->attn,
+                          pairs * tid / nt, pairs * (tid + 1) / nt);
+    wait_all(b);
+    if (tid == 0) quantize_rows(t->attn, M, L->o.k, t->qx, t->dx, t->sx);
+    wait_all(b);
+    project(&L->o, M, t, t->h, tid, nt);
+    wait_all(b);
+    if (tid == 0) {
+        for (int64_t i = 0; i < M * K; i++) x[i] += t->h[i];
+        rms_norm(x, L->norm_post, L->eps, M, K, t->h);
+        quantize_rows(t->h, M, K, t->qx, t->dx, t->sx);
+    }
+    wait_all(b);
+    project(&L->gate_up, M, t, t->gu, tid, nt);
+    wait_all(b);
+    if (tid == 0) {
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t i = 0; i < I; i++) {
+                const float g = t->gu[m * 2 * I + i], u = t->gu[m * 2 * I + I + i];
+                t->h[m * I + i] = g / (1.f + expf(-g)) * u;
+            }
+        quantize_rows(t->h, M, I, t->qx, t->dx, t->sx);
+    }
+    wait_all(b);
+    project(&L->down, M, t, t->gu, tid, nt);
+    wait_all(b);
+    /* The next layer starts on thread 0 too: the others wait for its norm before reading. */
+    if (tid == 0)
+        for (int64_t i = 0; i < M * K; i++) x[i] += t->gu[i];
+}
+
+/* Every layer on x (updated in place); caches[l] is layer l's paged cache. 0, or -1 where scratch
+ * could not be allocated (x and the caches are then unchanged). */
+int decode_step(const layer_spec *layers, int64_t n_layers, const step_spec *s, float *const *caches, float *x) {
+    const layer_spec *L = layers;
+    const int64_t M = s->rows, K = L->hidden, I = L->intermediate, q_width = L->heads * L->head_dim;
     const int64_t kmax = I > K ? (I > q_width ? I : q_width) : (K > q_width ? K : q_width);
     scratch t;
     void *blocks[] = {
@@ -120,20 +197,15 @@ int decode_layer(const layer_spec *L, const step_spec *s, float *cache, float *x
     int ok = 1;
     for (int i = 0; i < n_blocks; i++) ok &= blocks[i] != NULL;
     if (ok) {
-        rms_norm(x, L->norm_in, L->eps, M, K, t.h);
-        project(&L->qkv, t.h, M, s, &t, t.qkv);
-        attention_block(L, s, cache, &t);
-        project(&L->o, t.attn, M, s, &t, t.h);
-        for (int64_t i = 0; i < M * K; i++) x[i] += t.h[i];
-        rms_norm(x, L->norm_post, L->eps, M, K, t.h);
-        project(&L->gate_up, t.h, M, s, &t, t.gu);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t i = 0; i < I; i++) {
-                const float g = t.gu[m * 2 * I + i], u = t.gu[m * 2 * I + I + i];
-                t.h[m * I + i] = g / (1.f + expf(-g)) * u;
-            }
-        project(&L->down, t.h, M, s, &t, t.gu);
-        for (int64_t i = 0; i < M * K; i++) x[i] += t.gu[i];
+        spin_barrier b = {0, 0, 1};
+        #pragma omp parallel num_threads((int)s->threads)
+        {
+            /* NOTE: the runtime may give fewer threads than asked for; the barrier counts those. */
+            #pragma omp single
+            b.n = omp_get_num_threads();
+            const int64_t tid = omp_get_thread_num(), nt = b.n;
+            for (int64_t l = 0; l < n_layers; l++) layer(layers + l, s, caches[l], x, &t, &b, tid, nt);
+        }
     }
     for (int i = 0; i < n_blocks; i++) free(blocks[i]);
     return ok ? 0 : -1;

@@ -1,8 +1,8 @@
-"""Decode steps over weights kept 4/8-bit, one C call per layer (`decode_layer.c`).
+"""Decode steps over weights kept 4/8-bit, every layer in one C call (`decode_layer.c`).
 
 At one row a decoder layer is a dozen small torch ops around four quantized matmuls and attention;
 each op costs more to dispatch than it computes, so SmolLM2 spent more time in Python and torch's
-dispatch than in the matmuls. `FusedDecode` runs a whole layer per call instead, for steps whose rows
+dispatch than in the matmuls. `FusedDecode` runs all layers in one call instead, for steps whose rows
 all attend through the paged path (decodes, speculative verification) and number at most
 `QUANT_MAX_ROWS`; other steps (prefill chunks, large batches) keep the torch path. The arithmetic is
 the torch path's: the same kernels on the same int8 grids, fp32 elsewhere (sums in another order).
@@ -48,7 +48,6 @@ class _Step(ctypes.Structure):
         *((name, ctypes.c_void_p) for name in ("cos", "sin", "slots", "tables")),
         *((name, ctypes.c_int64) for name in ("width", "num_blocks", "block_size")),
         *((name, ctypes.c_void_p) for name in ("seq", "context")),
-        ("attention_threads", ctypes.c_int64),
         ("threads", ctypes.c_int64),
     ]
 
@@ -67,6 +66,9 @@ class FusedDecode:
     layers: list[_Layer]
     keep: list[torch.Tensor]  # the tensors the structs point into
 
+    def __post_init__(self) -> None:
+        self._table = (_Layer * len(self.layers))(*self.layers)
+
     @classmethod
     def build(cls, model: torch.nn.Module, cache_dir: Path | None) -> FusedDecode | None:
         """For a model whose every projection is a QuantWeight (fp32 CPU, `use_quantized`); None
@@ -77,8 +79,9 @@ class FusedDecode:
         lib = compiled(SOURCE, cache_dir, kernel.SOURCE, cpu_attention.SOURCE)
         if lib is None:
             return None
-        lib.decode_layer.argtypes = [ctypes.c_void_p] * 4
-        lib.decode_layer.restype = ctypes.c_int
+        p, i64 = ctypes.c_void_p, ctypes.c_int64
+        lib.decode_step.argtypes = [p, i64, p, p, p]
+        lib.decode_step.restype = ctypes.c_int
         cfg = model.config
         layers, keep = [], []
         for layer in model.layers:
@@ -118,20 +121,15 @@ class FusedDecode:
         """Every layer on `x` `[rows, hidden]` (updated in place and returned); writes this step's K/V."""
         p = meta.paged
         cos, sin = (t.contiguous() for t in rope)
-        cache = kv_caches[0]
-        _, kv_heads, num_blocks, block_size, head_dim = cache.shape
+        _, _, num_blocks, block_size, _ = kv_caches[0].shape
         tables = p.block_tables.contiguous()
-        heads = self.layers[0].heads
-        threads = torch.get_num_threads()
-        macs = x.shape[0] * heads * p.max_context * head_dim
         step = _Step(
             x.shape[0], cos.data_ptr(), sin.data_ptr(), meta.slot_mapping.data_ptr(), tables.data_ptr(),
             tables.shape[1], num_blocks, block_size, p.token_seq.data_ptr(), p.context_lens.data_ptr(),
-            1 if macs < cpu_attention.PARALLEL_MIN_MACS else threads, threads,
+            torch.get_num_threads(),
         )  # fmt: skip
+        caches = (ctypes.c_void_p * len(kv_caches))(*(c.data_ptr() for c in kv_caches))
         x = x.contiguous()
-        step_ref = ctypes.byref(step)
-        for layer, cache in zip(self.layers, kv_caches, strict=True):
-            if self.lib.decode_layer(ctypes.byref(layer), step_ref, cache.data_ptr(), x.data_ptr()):
-                raise MemoryError("the fused decode layer could not allocate its scratch")
+        if self.lib.decode_step(self._table, len(self.layers), ctypes.byref(step), caches, x.data_ptr()):
+            raise MemoryError("the fused decode step could not allocate its scratch")
         return x

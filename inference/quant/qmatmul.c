@@ -7,6 +7,7 @@
  * q4 layout per group: 16 bytes, byte j holds element j (low nibble) and element j + 16 (high).
  */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef __AVX2__
@@ -92,12 +93,12 @@ static float dot_q8(const int8_t *qw, const float *d, const int8_t *qx, const fl
 #endif
 }
 
-/* Rows of w are split among threads; each row meets every activation row while it is in cache. */
-void mm_q4(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
-           const float *d, const float *mn, int64_t N, const float *bias, float *y, int threads) {
+/* Rows [n0, n1) of w against every activation row: one thread's share (decode_layer.c splits them
+ * itself); each row of w meets every activation row while it is in cache. */
+void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
+                const float *d, const float *mn, int64_t N, const float *bias, float *y, int64_t n0, int64_t n1) {
     const int64_t G = K / 32;
-    #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t n = 0; n < N; n++) {
+    for (int64_t n = n0; n < n1; n++) {
         const float b = bias ? bias[n] : 0.f;
         for (int64_t m = 0; m < M; m++)
             y[m * N + n] = b + dot_q4(qs + n * G * 16, d + n * G, mn + n * G, qx + m * K, dx + m * G,
@@ -105,13 +106,31 @@ void mm_q4(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_
     }
 }
 
-void mm_q8(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
-           int64_t N, const float *bias, float *y, int threads) {
+void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
+                int64_t N, const float *bias, float *y, int64_t n0, int64_t n1) {
     const int64_t G = K / 32;
-    #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t n = 0; n < N; n++) {
+    for (int64_t n = n0; n < n1; n++) {
         const float b = bias ? bias[n] : 0.f;
         for (int64_t m = 0; m < M; m++)
             y[m * N + n] = b + dot_q8(qw + n * K, d + n * G, qx + m * K, dx + m * G, G);
+    }
+}
+
+/* Rows of w are split evenly among threads. */
+void mm_q4(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
+           const float *d, const float *mn, int64_t N, const float *bias, float *y, int threads) {
+    #pragma omp parallel num_threads(threads)
+    {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        mm_q4_rows(qx, dx, sx, M, K, qs, d, mn, N, bias, y, N * t / nt, N * (t + 1) / nt);
+    }
+}
+
+void mm_q8(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
+           int64_t N, const float *bias, float *y, int threads) {
+    #pragma omp parallel num_threads(threads)
+    {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        mm_q8_rows(qx, dx, M, K, qw, d, N, bias, y, N * t / nt, N * (t + 1) / nt);
     }
 }
