@@ -26,9 +26,8 @@ SOURCE = Path(__file__).with_name("qmatmul.c")
 GROUP = 32  # weights and activations are quantized in groups of this many along k
 # NOTE: OpenMP workers sleep between our calls (OMP_WAIT_POLICY=PASSIVE, which keeps two runtimes,
 # torch's and ours, from spinning against each other), and waking them costs more than a small matmul
-# gains from a second core: on 2 cores SmolLM2 decoded 48 tok/s with every call on one thread against
-# 35 on two, while Qwen 0.5B needs both on its large matrices (24 vs 18). Calls reading fewer bytes
-# than this run on one thread (SmolLM2: all but the head, 52-58 tok/s; Qwen 0.5B: 28).
+# gains from a second core. Calls reading fewer bytes than this run on one thread. Decode steps of
+# quantized models avoid the question: decode_layer.c keeps its threads awake for the whole step.
 PARALLEL_MIN_BYTES = 2 << 20
 
 
