@@ -85,7 +85,8 @@ class LlamaForCausalLM(nn.Module):
             None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         )
         self.packed_head: PackedWeight | QuantWeight | None = None
-        # Every layer in one C call per decode step, once the projections are kept 4/8-bit (`fuse`).
+        # Every layer in one C call per decode step once the projections are kept 4/8-bit (the loader
+        # sets it: `FusedDecode.build`).
         self.fused: FusedDecode | None = None
 
     def forward(
