@@ -22,8 +22,12 @@ from inference.quant.gguf_blocks import dequantized
 from inference.quant.kernel import QuantWeight, activation_grid, qlinear
 
 # Most rows a quantized weight serves through our kernel (decode batches, verification); more rows go
-# through sgemm. At 8 rows the kernel measured about as fast as fp32 sgemm on the dev box.
+# through a float matmul. At 8 rows the kernel measured about as fast as bf16 over the weight's dense
+# copy. Without that copy (CPUs without native bf16) a long chunk dequantizes every weight for the call,
+# which the kernel beats up to about QUANT_MAX_ROWS_UNCOPIED rows (SmolLM2, 2 AVX2 cores, a decode step
+# of 32 rows: 308 ms in the kernel against 700 ms).
 QUANT_MAX_ROWS = 8
+QUANT_MAX_ROWS_UNCOPIED = 64
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,11 @@ def pack(weight: torch.Tensor, rows: int) -> PackedWeight:
     return PackedWeight(torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows), rows)
 
 
+def quant_max_rows(w: QuantWeight) -> int:
+    """Most rows `w` serves through our kernel (see QUANT_MAX_ROWS)."""
+    return QUANT_MAX_ROWS if w.dense is not None else QUANT_MAX_ROWS_UNCOPIED
+
+
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -55,7 +64,7 @@ def linear(
     which the plain kernel already does at memory speed); a QuantWeight (GGUF weights kept 4/8-bit, see
     inference/quant/) replaces `weight` for every row count."""
     if isinstance(packed, QuantWeight):
-        if x.shape[0] <= QUANT_MAX_ROWS:
+        if x.shape[0] <= quant_max_rows(packed):
             return qlinear(x, packed, bias)
         # NOTE: a long chunk (prefill, big decode batches) is compute-bound: a float matmul beats the
         # integer dot products, in bf16 where the CPU has it (2.5x fp32), else sgemm over the weight

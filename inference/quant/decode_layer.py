@@ -4,7 +4,7 @@ At one row a decoder layer is a dozen small torch ops around four quantized matm
 each op costs more to dispatch than it computes, so SmolLM2 spent more time in Python and torch's
 dispatch than in the matmuls. `FusedDecode` runs all layers in one call instead, for steps whose rows
 all attend through the paged path (decodes, speculative verification) and number at most
-`QUANT_MAX_ROWS`; other steps (prefill chunks, large batches) keep the torch path. The arithmetic is
+`quant_max_rows`; other steps (prefill chunks, large batches) keep the torch path. The arithmetic is
 the torch path's: the same kernels on the same int8 grids, fp32 elsewhere (sums in another order).
 """
 
@@ -18,7 +18,7 @@ import torch
 
 from inference import cpu_attention
 from inference.attention import AttentionMetadata
-from inference.models.linear import QUANT_MAX_ROWS
+from inference.models.linear import quant_max_rows
 from inference.quant import kernel
 from inference.quant.kernel import QuantWeight, compiled
 
@@ -65,6 +65,7 @@ class FusedDecode:
     lib: ctypes.CDLL
     layers: list[_Layer]
     keep: list[torch.Tensor]  # the tensors the structs point into
+    max_rows: int  # the most rows a step may have (as the torch path's kernel calls)
 
     def __post_init__(self) -> None:
         self._table = (_Layer * len(self.layers))(*self.layers)
@@ -92,17 +93,16 @@ class FusedDecode:
             dims = (cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size)
             eps = layer.input_layernorm.eps
             layers.append(_Layer(*dims, eps, norms[0].data_ptr(), norms[1].data_ptr(), *weights))
-        return cls(lib, layers, keep)
+        return cls(lib, layers, keep, quant_max_rows(packed[0]))
 
-    @staticmethod
-    def serves(x: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata) -> bool:
+    def serves(self, x: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata) -> bool:
         """A step of paged rows only (no prefill chunk), few enough for the kernel, in the C kernels'
         layouts."""
         p = meta.paged
         return (
             p is not None
             and not meta.prefills
-            and x.shape[0] <= QUANT_MAX_ROWS
+            and x.shape[0] <= self.max_rows
             and x.device.type == "cpu"
             and x.dtype == cache.dtype == torch.float32
             and cache.is_contiguous()

@@ -12,7 +12,7 @@ import torch
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
-from inference.models.linear import linear
+from inference.models.linear import QUANT_MAX_ROWS, QUANT_MAX_ROWS_UNCOPIED, linear
 from inference.quant import kernel as kernel_module
 from inference.quant.gguf_blocks import dequantized, to_quant
 from inference.quant.kernel import load_kernel, qlinear
@@ -69,8 +69,11 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkey
     # This small weight runs on one thread; on all of them (large weights) the result is the same.
     monkeypatch.setattr(kernel_module, "PARALLEL_MIN_BYTES", 0)
     assert torch.get_num_threads() == 1 or torch.equal(qlinear(x, w, bias), got)
-    # Long chunks take sgemm over the same grids: equal up to summation order.
-    long = torch.cat([x, torch.randn(11, COLS)])
+    # Without a dense copy, up to QUANT_MAX_ROWS_UNCOPIED rows stay in the kernel, row for row.
+    some = torch.cat([x, torch.randn(QUANT_MAX_ROWS_UNCOPIED - 5, COLS)])
+    assert torch.equal(linear(some, torch.empty(0), bias, w)[:5], got)
+    # Longer chunks take sgemm over the same grids: equal up to summation order.
+    long = torch.cat([x, torch.randn(QUANT_MAX_ROWS_UNCOPIED, COLS)])
     torch.testing.assert_close(linear(long, torch.empty(0), bias, w)[:5], got, rtol=1e-5, atol=1e-4)
     # Or bf16 over a copy dequantized once (CPUs with native bf16): bf16 rounds inputs to 8 bits.
     dense = replace(w, dense=dequantized(w).bfloat16())
@@ -128,15 +131,18 @@ def test_smollm2_quantized_greedy_outputs_agree_across_batch_sizes(quantized_eng
 
     engine = quantized_engine
     assert isinstance(engine.model.packed_head, QuantWeight)
-    # Decode batches above 8 rows take bf16 copies on CPUs that have bf16, else fp32 sgemm.
-    assert (engine.model.packed_head.dense is not None) == native_bf16()
+    # Decode batches of more rows than the kernel serves take bf16 copies on CPUs that have bf16
+    # (above QUANT_MAX_ROWS), else fp32 sgemm over the weights dequantized (above the uncopied limit).
+    copied = engine.model.packed_head.dense is not None
+    assert copied == native_bf16()
     assert all(isinstance(w, QuantWeight) for layer in engine.model.layers for w in layer.packed.values())
-    # 12 prompts: decode batches above 8 rows take the long-chunk path, alone each takes the kernel.
-    texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"] * 3
-    prompts = [engine.tokenizer.encode(t) for t in texts]
+    # A batch just past that: its decode steps take the long-chunk path, alone each takes the kernel.
+    texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"]
+    batch = (QUANT_MAX_ROWS if copied else QUANT_MAX_ROWS_UNCOPIED) + 4
+    prompts = [engine.tokenizer.encode(texts[i % 4]) for i in range(batch)]
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
-    together = _greedy_with_top2(engine, prompts, params)
-    alone = [_greedy_with_top2(engine, [p], params)[0] for p in prompts]
+    together = _greedy_with_top2(engine, prompts, params)[:4]
+    alone = [_greedy_with_top2(engine, [p], params)[0] for p in prompts[:4]]
     assert "Paris" in engine.tokenizer.decode([s.token_id for s in together[0]])
     for batched, single in zip(together, alone, strict=True):
         assert len(batched) == len(single) == 12
@@ -155,7 +161,7 @@ def test_fused_decode_layers_agree_with_the_torch_layers(quantized_engine, monke
     model, fused = engine.model, engine.model.fused
     assert fused is not None
     forward, errors = model.forward, []
-    first_layer = FusedDecode(fused.lib, fused.layers[:1], fused.keep)
+    first_layer = FusedDecode(fused.lib, fused.layers[:1], fused.keep, fused.max_rows)
 
     def compared(input_ids, rope, kv_caches, meta):
         x = model.embed_tokens(input_ids)
