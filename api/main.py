@@ -18,6 +18,7 @@ from api.agent_runner import build_runner
 from api.body_guard import BodyGuard
 from api.early_refusal import EarlyRefusal, KnownKeys
 from api.errors import classify, error_response, install_error_handlers
+from api.foreground import ForegroundHold
 from api.mcp import http as mcp_http
 from api.metrics import PlatformMetrics
 from api.observability import count_round_trips, install_observability
@@ -90,6 +91,7 @@ def create_app(settings: Settings, state: AppState | None = None) -> FastAPI:
 
     app = FastAPI(title="Groundwork", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(ForegroundHold)  # innermost: refused requests hold nothing
     app.add_middleware(EarlyRefusal)  # after the body guard (401 first), inside request_context: logged
     app.add_middleware(BodyGuard, settings=settings)  # inside request_context: refusals are logged
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from inference.chat_template import render_chat
 from inference.config import EngineConfig, EngineOptions
 from inference.engine import LLMEngine, StepError
+from inference.foreground import Foreground, release_current
 from inference.protocol import (
     EngineError,
     EngineOverloadedError,
@@ -46,8 +47,15 @@ class PlatformSettings(Protocol):
 
 
 class AsyncLLMEngine:
-    def __init__(self, config: EngineConfig, model_name: str | None = None) -> None:
+    def __init__(
+        self, config: EngineConfig, model_name: str | None = None, foreground: Foreground | None = None
+    ) -> None:
         self.engine = LLMEngine(config)
+        # Interactive requests this engine steps aside for (inference/foreground.py): on CPU only,
+        # where they share the cores with it.
+        self.foreground = foreground if config.device.type == "cpu" else None
+        if self.foreground is not None:
+            self.engine.model.between_layers = self.foreground.wait
         self.tokenizer = self.engine.tokenizer
         self.model_name = model_name or config.model_path.stem
         self.max_model_len = self.engine.max_model_len
@@ -67,12 +75,13 @@ class AsyncLLMEngine:
         settings: PlatformSettings,
         model_path: str | Path,
         model_name: str | None = None,
+        foreground: Foreground | None = None,
         **overrides: Any,
     ) -> AsyncLLMEngine:
         config = EngineConfig.from_settings(
             settings.engine, model_path, settings.model_cache_dir, **overrides
         )
-        return cls(config, model_name)
+        return cls(config, model_name, foreground)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -117,6 +126,7 @@ class AsyncLLMEngine:
         """Queue a request and return its stream. Raises InvalidRequestError / EngineOverloadedError
         right away (not on first iteration), so front-ends can answer 400 / 503 before streaming."""
         self.engine.validate(request_id, prompt_token_ids, params)
+        release_current()  # the caller now waits on us: we no longer step aside for it
         loop = asyncio.get_running_loop()
         with self._lock:
             if request_id in self._streams:
@@ -164,6 +174,8 @@ class AsyncLLMEngine:
             if not self._drain_commands(block=not self.engine.has_unfinished()):
                 self._deliver(self.engine.abort_all())  # streams end with finish_reason "abort"
                 return
+            if self.foreground is not None:
+                self.foreground.wait()
             try:
                 outputs = self.engine.step()
             except StepError as e:

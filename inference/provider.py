@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from core.settings import Settings
 from core.settings.qa import CascadeModel
 from inference.client import ChatBackend, LocalChatBackend, RemoteChatBackend
+from inference.foreground import Foreground
 from inference.protocol import EngineClient
 
 log = logging.getLogger(__name__)
@@ -39,15 +40,17 @@ class Rung:
     max_tokens: int | None = None
 
 
-def start_local_engine(settings: Settings, model: str | None = None) -> EngineClient:
+def start_local_engine(
+    settings: Settings, model: str | None = None, foreground: Foreground | None = None
+) -> EngineClient:
     """Load and start the in-process engine on `model` (default: the configured generator; takes
-    seconds)."""
+    seconds), stepping aside for `foreground`'s holds if given."""
     from core.registry import resolve_model
     from inference.async_engine import AsyncLLMEngine  # torch + model: only when needed
 
     model = model or settings.llm_model
     resolved = resolve_model(model, settings.hf_offline, settings.model_cache_dir)
-    engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=model)
+    engine = AsyncLLMEngine.from_settings(settings, resolved.path, model_name=model, foreground=foreground)
     engine.start()
     return engine
 
@@ -96,6 +99,8 @@ class LLMProvider:
         self._engines: dict[str, EngineClient] = {}
         self._servers: dict[str, ChatBackend] = {}
         self._retrieval: ChatBackend | None = None  # retrieval.llm_base_url's client, when set
+        # What this process's engines step aside for: the API holds it while an answer retrieves.
+        self.foreground = Foreground(settings.engine.foreground_share)
 
     @property
     def in_process(self) -> bool:
@@ -110,7 +115,7 @@ class LLMProvider:
         """The in-process engine, loaded and started on first call (model load takes seconds)."""
         with self._lock:
             if self._engine is None:
-                self._engine = start_local_engine(self.settings)
+                self._engine = start_local_engine(self.settings, foreground=self.foreground)
             return self._engine
 
     def _remote_backend(self) -> ChatBackend:
@@ -198,7 +203,7 @@ class LLMProvider:
                 server = self._servers[entry.model]
                 return SaltedChat(server, cache_salt) if cache_salt else server
             if entry.model not in self._engines:
-                self._engines[entry.model] = start_local_engine(self.settings, entry.model)
+                self._engines[entry.model] = start_local_engine(self.settings, entry.model, self.foreground)
             engine = self._engines[entry.model]
         return LocalChatBackend(SaltedEngine(engine, cache_salt) if cache_salt else engine)
 

@@ -8,7 +8,7 @@ Q/K/V and gate/up projections are fused into one matmul each (fewer, larger kern
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -88,6 +88,9 @@ class LlamaForCausalLM(nn.Module):
         # Every layer in one C call per decode step once the projections are kept 4/8-bit (the loader
         # sets it: `FusedDecode.build`).
         self.fused: FusedDecode | None = None
+        # Called between decoder layers (not inside a fused step): where the engine steps aside for
+        # interactive work (inference/foreground.py); set by AsyncLLMEngine.
+        self.between_layers: Callable[[], None] | None = None
 
     def forward(
         self,
@@ -102,6 +105,8 @@ class LlamaForCausalLM(nn.Module):
             return self.norm(self.fused.run(x, rope, kv_caches, meta))
         for layer, cache in zip(self.layers, kv_caches, strict=True):
             x = layer(x, rope, cache, meta)
+            if self.between_layers is not None:
+                self.between_layers()
         return self.norm(x)
 
     @property

@@ -74,7 +74,9 @@ def test_every_engine_setting_reaches_the_engine():
     carried = {f.name for f in dataclasses.fields(EngineConfig)} | {"draft_model"}
     # The serving settings choose a server for the platform (inference/provider.py), not engine knobs.
     serving = {"llm_base_url", "backend", "replicas", "vllm", "router"}
-    assert set(EngineSettings.model_fields) - carried == serving
+    # One Foreground per process, which the provider hands to each engine it starts.
+    provider = {"foreground_share"}
+    assert set(EngineSettings.model_fields) - carried == serving | provider
 
 
 @pytest.mark.unit

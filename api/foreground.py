@@ -1,0 +1,29 @@
+"""Answers and searches hold the cores while they retrieve (inference/foreground.py).
+
+Under one tenant's agent runs an in-process engine on CPU keeps every core busy, and another
+tenant's ask, which only embeds a query, reads the database and ranks sentences, took twice its
+unloaded time. While an admitted answer or search runs, this ASGI middleware holds the provider's
+`Foreground`: the engine pauses between steps and layers (for a bounded share of its time) until
+the request ends or queues its own generation. Refused requests never get here (it sits inside the
+body guard and the early refusal) and hold nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+_HOLDING = re.compile(r"/v1/(ask|chat/completions|collections/[^/]+/search)")
+
+
+class ForegroundHold:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = getattr(scope["app"].state, "groundwork", None) if scope["type"] == "http" else None
+        if state is None or scope["method"] != "POST" or not _HOLDING.fullmatch(scope["path"]):
+            return await self.app(scope, receive, send)
+        with state.llm.foreground.holding():
+            await self.app(scope, receive, send)

@@ -1,0 +1,45 @@
+"""While an answer or a search retrieves, the in-process engine steps aside (api/foreground.py); an
+answer's own generation does not wait for its hold."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from tests.api.qa_corpus import QUESTION
+from tests.support.http import running
+
+LONG = {
+    "messages": [{"role": "user", "content": "Count from 1 to 300, separated by commas."}],
+    "max_tokens": 400,
+    "temperature": 0,
+    "stream": True,
+}
+
+
+def test_retrieval_pauses_the_engine_and_an_answers_own_generation_does_not(client, qa_collection):
+    state = client.app.state.groundwork
+    gate = state.llm.foreground
+    ask = {"collection": qa_collection, "question": QUESTION, "generation": {"max_tokens": 16}}
+    with running(client.app) as base, httpx.Client(base_url=base, timeout=300) as http:
+        before = gate.paused_s
+        generated = http.post("/v1/ask", json={**ask, "answer_mode": "generate"})
+        assert generated.status_code == 200 and generated.json()["answer"]
+        assert gate.paused_s == before  # alone, its generation never waited for its own hold
+        collection_id = http.get(f"/v1/collections/{qa_collection}").json()["id"]
+        plain = {**LONG, "model": state.settings.llm_model}  # the generator itself, no retrieval
+        with http.stream("POST", "/v1/chat/completions", json=plain) as chat:
+            assert chat.status_code == 200, chat.read()
+            lines = chat.iter_lines()
+            first = next(line for line in lines if line.startswith("data: "))
+            assert json.loads(first[6:])["choices"]  # generating now
+            for _ in range(3):
+                search = http.post(f"/v1/collections/{collection_id}/search", json={"query": QUESTION})
+                assert search.status_code == 200
+            still = state.llm.engine.stats().num_running
+            paused = gate.paused_s - before
+            assert any(line == "data: [DONE]" for line in lines)
+        assert still == 1, "the generation ended before the searches: make it longer"
+        assert paused > 0  # the engine waited while they retrieved
+    assert gate._clear.is_set()  # nothing is held once every request ended
