@@ -10,6 +10,7 @@ rate of the answers' prompts. Writes benchmarks/results/qa.json and a table.
 - `--replicas N --routing prefix,round_robin`: `groundwork up --replicas N` once per routing policy
   (fresh engines each time), one table each and the ratio of their prefix-cache hit rates, beside
   the best any router could reach on these prompts (one cache holding every earlier prompt).
+- `--env GROUNDWORK_X=V` (repeatable): a setting for the platform, to compare two in one session.
 - `--kill-replica-after S`: SIGKILL one replica S seconds into the measured run; reports the answers
   lost and the requests the router sent to another replica before they had started streaming.
 """
@@ -202,7 +203,7 @@ def run_once(args, questions: list[str], routing: str | None) -> dict:
     data_dir.chmod(0o755)
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    env = {}
+    env = dict(item.split("=", 1) for item in args.env)
     if args.backend == "vllm":
         env["GROUNDWORK_ENGINE__BACKEND"] = "vllm"
     if routing:
@@ -324,6 +325,9 @@ def main() -> None:
     parser.add_argument("--replica-kv-gb", type=float, default=0.5, help="KV budget of each local replica.")
     parser.add_argument("--kill-replica-after", type=float, default=None, help="Seconds into the run.")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--env", action="append", default=[], help="A GROUNDWORK_* setting for the platform, NAME=VALUE."
+    )
     args = parser.parse_args()
     questions = (QUESTIONS * (args.concurrency // len(QUESTIONS) + 1))[: args.concurrency]
     policies = args.routing.split(",") if args.replicas > 1 else [None]
