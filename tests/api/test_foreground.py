@@ -4,6 +4,7 @@ answer's own generation does not wait for its hold."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 
@@ -18,11 +19,19 @@ LONG = {
 }
 
 
+def _wait_idle(engine) -> None:
+    deadline = time.monotonic() + 120
+    while engine is not None and (stats := engine.stats()).num_running + stats.num_waiting:
+        assert time.monotonic() < deadline, "the engine stayed busy"
+        time.sleep(0.2)
+
+
 def test_retrieval_pauses_the_engine_and_an_answers_own_generation_does_not(client, qa_collection):
     state = client.app.state.groundwork
     gate = state.llm.foreground
     ask = {"collection": qa_collection, "question": QUESTION, "generation": {"max_tokens": 16}}
     with running(client.app) as base, httpx.Client(base_url=base, timeout=300) as http:
+        _wait_idle(state.llm.engine)  # an earlier test's background run would pause for this ask
         before = gate.paused_s
         generated = http.post("/v1/ask", json={**ask, "answer_mode": "generate"})
         assert generated.status_code == 200 and generated.json()["answer"]
