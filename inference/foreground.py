@@ -88,7 +88,9 @@ class Foreground:
                 self._clear.set()
 
     def wait(self) -> None:
-        """Called by an engine thread between steps and layers: returns at once unless held."""
+        """Called by an engine thread between steps and layers: returns at once unless held.
+        NOTE: engines of one process (a cascade's) share the allowance unlocked: a race only moves
+        one pause's length, never past MAX_PAUSE_S."""
         if self._clear.is_set() or self.share == 0:
             return
         now = time.monotonic()

@@ -40,9 +40,8 @@ class EngineSettings(BaseModel):
         description="On CPU, the in-process engine pauses between steps and layers while an answer or "
         "search retrieves (its query embedding and database work need the cores generation keeps "
         "busy), for at most this share of its time, 0.25 s at a time (inference/foreground.py): "
-        "generation keeps at least 1 - share of it under a stream of searches. At 0.5 another "
-        "tenant's asks under an agent flood were no faster than with 0 (never pauses); at 0.9 their "
-        "median fell by about a third (python -m benchmarks.fairness).",
+        "generation keeps at least 1 - share of it under a stream of searches. 0: never pauses. "
+        "Lower shares run dry for a user who asks back to back (python -m benchmarks.fairness).",
     )
     speculative: Literal["off", "prompt_lookup", "draft"] = Field(
         default="prompt_lookup",
