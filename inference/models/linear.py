@@ -71,10 +71,9 @@ def linear(
         # dequantized for this call. Its activations are rounded to the kernel's int8 grid first, so a
         # row's result barely depends on its batch's size: in fp32 up to summation order, in bf16 up
         # to bf16 rounding of the products' inputs (the grid's values themselves are not all bf16).
-        grid = activation_grid(x)
         if packed.dense is None:
-            return F.linear(grid, dequantized(packed), bias)
-        y = F.linear(grid.to(packed.dense.dtype), packed.dense).float()
+            return F.linear(activation_grid(x), dequantized(packed), bias)
+        y = F.linear(activation_grid(x, packed.dense.dtype), packed.dense).float()
         return y if bias is None else y + bias
     rows = x.shape[0]
     if packed is None or not 1 < rows <= packed.rows:

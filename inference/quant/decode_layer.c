@@ -20,7 +20,8 @@
 
 void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, float *sx);
 void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
-                const float *d, const float *mn, int64_t N, const float *bias, float *y, int64_t n0, int64_t n1);
+                const uint32_t *qh, const float *d, const float *mn, int64_t N, const float *bias, float *y,
+                int64_t n0, int64_t n1);
 void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
                 int64_t N, const float *bias, float *y, int64_t n0, int64_t n1);
 void paged_attention_pairs(const float *q, const float *cache, int64_t H, int64_t KVH, int64_t D,
@@ -28,10 +29,12 @@ void paged_attention_pairs(const float *q, const float *cache, int64_t H, int64_
                            const int64_t *seq, const int64_t *context, float scale, float *out, int64_t from,
                            int64_t to);
 
-/* A weight as QuantWeight holds it: kind 4 (q4: nibbles, d, mn) or 8 (q8: int8, d). */
+/* A weight as QuantWeight holds it: kind 4 (q4: nibbles, d, mn), 5 (q5: q4's and fifth bits qh) or 8
+ * (q8: int8, d). */
 typedef struct {
     int64_t kind, n, k;
     const void *q;
+    const uint32_t *qh;
     const float *d, *mn, *bias;
 } qweight;
 
@@ -101,8 +104,8 @@ static void rms_norm(const float *x, const float *w, float eps, int64_t M, int64
 /* This thread's share of y = qx @ w.T + bias (qx: the activations quantized by thread 0). */
 static void project(const qweight *w, int64_t M, const scratch *t, float *y, int64_t tid, int64_t nt) {
     const int64_t n0 = w->n * tid / nt, n1 = w->n * (tid + 1) / nt;
-    if (w->kind == 4)
-        mm_q4_rows(t->qx, t->dx, t->sx, M, w->k, w->q, w->d, w->mn, w->n, w->bias, y, n0, n1);
+    if (w->kind != 8)
+        mm_q4_rows(t->qx, t->dx, t->sx, M, w->k, w->q, w->qh, w->d, w->mn, w->n, w->bias, y, n0, n1);
     else
         mm_q8_rows(t->qx, t->dx, M, w->k, w->q, w->d, w->n, w->bias, y, n0, n1);
 }

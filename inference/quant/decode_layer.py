@@ -28,7 +28,7 @@ PROJECTIONS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 
 class _Weight(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int64) for name in ("kind", "n", "k")] + [
-        (name, ctypes.c_void_p) for name in ("q", "d", "mn", "bias")
+        (name, ctypes.c_void_p) for name in ("q", "qh", "d", "mn", "bias")
     ]
 
 
@@ -54,8 +54,8 @@ class _Step(ctypes.Structure):
 
 def _weight(w: QuantWeight, bias: torch.Tensor | None) -> _Weight:
     n, k = w.shape
-    ptr = [None if t is None else t.data_ptr() for t in (w.q, w.d, w.mn, bias)]
-    return _Weight(4 if w.kind == "q4" else 8, n, k, *ptr)
+    ptr = [None if t is None else t.data_ptr() for t in (w.q, w.qh, w.d, w.mn, bias)]
+    return _Weight(int(w.kind[1:]), n, k, *ptr)
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 Exact (the same weights, regrouped): Q4_0 (w = d (q - 8): d, mn = -8 d), Q4_1 (w = d q + m), Q4_K
 (256-superblocks of eight 32-groups with 6-bit scales and mins: per group d = d_super * sc,
-mn = -dmin * m) and Q8_0 (int8 per 32, scale d). Requantised to int8 per 32 (error up to half a step
-of 127 levels of the group's largest weight): Q5_0, Q5_1, Q5_K, Q6_K, Q8_K and the other k-quants.
+mn = -dmin * m), Q5_0 and Q5_1 (as Q4_0 / Q4_1 with q in 0..31: the nibbles as q4, the fifth bits
+kept in GGUF's own word per group) and Q8_0 (int8 per 32, scale d). Requantised to int8 per 32 (error
+up to half a step of 127 levels of the group's largest weight): Q5_K, Q6_K, Q8_K and the other k-quants.
 Float tensors (F32, F16, BF16) are left to the fp32 path.
 """
 
@@ -23,13 +24,18 @@ def _f16(raw: np.ndarray) -> np.ndarray:
     return raw.copy().view(np.float16).astype(np.float32).reshape(raw.shape[:-1])
 
 
-def _q4(qs: np.ndarray, d: np.ndarray, mn: np.ndarray, rows: int, source: str) -> QuantWeight:
+def _q4(
+    qs: np.ndarray, d: np.ndarray, mn: np.ndarray | None, rows: int, source: str, qh: np.ndarray | None = None
+) -> QuantWeight:
+    """q4, or q5 with the fifth bits `qh` (4 bytes per group, little-endian)."""
+
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a).reshape(rows, -1))
 
-    return QuantWeight(
-        "q4", t(qs.astype(np.uint8)), t(d.astype(np.float32)), t(mn.astype(np.float32)), source
-    )
+    d, mn = t(d.astype(np.float32)), None if mn is None else t(mn.astype(np.float32))
+    if qh is None:
+        return QuantWeight("q4", t(qs.astype(np.uint8)), d, mn, source)
+    return QuantWeight("q5", t(qs.astype(np.uint8)), d, mn, source, qh=t(qh.copy().view("<i4")))
 
 
 def _q4_k(blocks: np.ndarray, rows: int) -> QuantWeight:
@@ -69,6 +75,12 @@ def to_quant(data: np.ndarray, qtype: T, rows: int, cols: int) -> QuantWeight | 
         return _q4(b[:, 4:], _f16(b[:, 0:2]), _f16(b[:, 2:4]), rows, "Q4_1")
     if qtype == T.Q4_K:
         return _q4_k(raw.reshape(-1, 144), rows)
+    if qtype == T.Q5_0:
+        b = raw.reshape(-1, 22)
+        return _q4(b[:, 6:], _f16(b[:, 0:2]), None, rows, "Q5_0", qh=b[:, 2:6])
+    if qtype == T.Q5_1:
+        b = raw.reshape(-1, 24)
+        return _q4(b[:, 8:], _f16(b[:, 0:2]), _f16(b[:, 2:4]), rows, "Q5_1", qh=b[:, 4:8])
     if qtype == T.Q8_0:
         b = raw.reshape(-1, 34)
         q = b[:, 2:].copy().view(np.int8).reshape(rows, cols)
@@ -85,20 +97,36 @@ def dequantized(w: QuantWeight) -> torch.Tensor:
     if w.kind == "q8":
         return (w.q.float().view(n, -1, GROUP) * w.d[..., None]).view(n, k)
     q = w.q.view(n, -1, 16)
-    q = torch.cat([q & 0xF, q >> 4], dim=2).float()
-    return (q * w.d[..., None] + w.mn[..., None]).view(n, k)
+    q = torch.cat([q & 0xF, q >> 4], dim=2).int()
+    if w.qh is not None:
+        q |= (w.qh[..., None] >> torch.arange(32, dtype=torch.int32) & 1) << 4
+    mn = -16 * w.d if w.mn is None else w.mn
+    return (q.float() * w.d[..., None] + mn[..., None]).view(n, k)
+
+
+def _rows(t: torch.Tensor | None, index: torch.Tensor) -> torch.Tensor | None:
+    return None if t is None else t[index]
 
 
 def take_rows(w: QuantWeight, index: torch.Tensor) -> QuantWeight:
-    return QuantWeight(w.kind, w.q[index], w.d[index], None if w.mn is None else w.mn[index], w.source)
+    return QuantWeight(w.kind, w.q[index], w.d[index], _rows(w.mn, index), w.source, _rows(w.qh, index))
+
+
+def _cat(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
+    return None if parts[0] is None else torch.cat(parts)
 
 
 def cat_rows(parts: list[QuantWeight]) -> QuantWeight:
-    """Stacked along n (fused q/k/v, gate/up); parts of different kinds are all requantised to q8."""
-    if len({p.kind for p in parts}) > 1:
-        parts = [_requantize_q8(dequantized(p).numpy(), p.source) if p.kind == "q4" else p for p in parts]
-    mn = None if parts[0].mn is None else torch.cat([p.mn for p in parts])
+    """Stacked along n (fused q/k/v, gate/up); parts of different forms (kinds, or q5 with and without
+    mn) are all requantised to q8."""
+    if len({(p.kind, p.mn is None) for p in parts}) > 1:
+        parts = [_requantize_q8(dequantized(p).numpy(), p.source) if p.kind != "q8" else p for p in parts]
     source = "+".join(sorted({p.source for p in parts}))
     return QuantWeight(
-        parts[0].kind, torch.cat([p.q for p in parts]), torch.cat([p.d for p in parts]), mn, source
+        parts[0].kind,
+        torch.cat([p.q for p in parts]),
+        torch.cat([p.d for p in parts]),
+        _cat([p.mn for p in parts]),
+        source,
+        _cat([p.qh for p in parts]),
     )

@@ -51,13 +51,15 @@ def native_bf16() -> bool:
 @dataclass(frozen=True)
 class QuantWeight:
     """A `[n, k]` weight in groups of 32 along k: w = d * q + mn (q4: q in 0..15, two per byte, see
-    qmatmul.c; q8: int8 q, mn None). `source` is the GGUF type it came from, for the load log."""
+    qmatmul.c; q5: the same with a fifth bit per weight in qh, mn None for -16 d; q8: int8 q, mn None).
+    `source` is the GGUF type it came from, for the load log."""
 
-    kind: str  # "q4" | "q8"
-    q: torch.Tensor  # q4: uint8 [n, k / 2]; q8: int8 [n, k]
+    kind: str  # "q4" | "q5" | "q8"
+    q: torch.Tensor  # q4, q5: uint8 [n, k / 2] (the low four bits); q8: int8 [n, k]
     d: torch.Tensor  # fp32 [n, k / 32]
-    mn: torch.Tensor | None  # fp32 [n, k / 32] (q4 only)
+    mn: torch.Tensor | None  # fp32 [n, k / 32] (q4; q5 from Q5_1)
     source: str
+    qh: torch.Tensor | None = None  # q5: int32 [n, k / 32], bit j the fifth bit of the group's weight j
     # The same weight dequantized once, in bf16, for long chunks on CPUs that multiply bf16 natively
     # (see models/linear.py); None elsewhere.
     dense: torch.Tensor | None = None
@@ -69,7 +71,7 @@ class QuantWeight:
     @property
     def nbytes(self) -> int:
         """Bytes of the quantized form (the bf16 copy not counted)."""
-        return sum(t.numel() * t.element_size() for t in (self.q, self.d, self.mn) if t is not None)
+        return sum(t.numel() * t.element_size() for t in (self.q, self.qh, self.d, self.mn) if t is not None)
 
 
 def _compile(sources: tuple[Path, ...], out: Path) -> None:
@@ -115,7 +117,8 @@ def load_kernel(cache_dir: Path | None) -> ctypes.CDLL | None:
     global _LIB
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.quantize_rows.argtypes = [p, i64, i64, p, p, p]
-    lib.mm_q4.argtypes = [p, p, p, i64, i64, p, p, p, i64, p, p, i32]
+    lib.grid_rows.argtypes = [p, i64, i64, p, i32]
+    lib.mm_q4.argtypes = [p, p, p, i64, i64, p, p, p, p, i64, p, p, i32]
     lib.mm_q8.argtypes = [p, p, i64, i64, p, p, i64, p, p, i32]
     _LIB = lib
     return lib
@@ -124,12 +127,15 @@ def load_kernel(cache_dir: Path | None) -> ctypes.CDLL | None:
 _LIB: ctypes.CDLL | None = None  # the loaded kernel (one per process: its source and the CPU are fixed)
 
 
-def activation_grid(x: torch.Tensor) -> torch.Tensor:
-    """`x` rounded as the kernel quantizes activations (int8 per group of 32, scale max|x| / 127)."""
-    g = x.reshape(x.shape[0], -1, GROUP)
-    d = g.abs().amax(dim=-1, keepdim=True) / 127
-    inverse = torch.where(d > 0, 1 / d, torch.zeros_like(d))
-    return (torch.round(g * inverse) * d).reshape(x.shape)
+def activation_grid(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """fp32 `x` `[m, k]` rounded as the kernel quantizes activations (int8 per group of 32, scale
+    max|x| / 127), in `dtype`: fp32 or bf16 (after `load_kernel`)."""
+    lib = _LIB
+    assert lib is not None and x.dtype == torch.float32 and dtype in (torch.float32, torch.bfloat16)
+    x = x.contiguous()
+    out = torch.empty(x.shape, dtype=dtype)
+    lib.grid_rows(x.data_ptr(), x.shape[0], x.shape[1], out.data_ptr(), int(dtype == torch.bfloat16))
+    return out
 
 
 def _ptr(t: torch.Tensor | None) -> int | None:
@@ -149,7 +155,7 @@ def qlinear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = None) -
     lib.quantize_rows(x.data_ptr(), m, k, qx.data_ptr(), dx.data_ptr(), sx.data_ptr())
     y = torch.empty(m, n)
     threads = 1 if m * w.nbytes < PARALLEL_MIN_BYTES else torch.get_num_threads()
-    if w.kind == "q4":
+    if w.kind != "q8":
         lib.mm_q4(
             _ptr(qx),
             _ptr(dx),
@@ -157,6 +163,7 @@ def qlinear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = None) -
             m,
             k,
             _ptr(w.q),
+            _ptr(w.qh),
             _ptr(w.d),
             _ptr(w.mn),
             n,

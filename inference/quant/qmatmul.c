@@ -1,10 +1,12 @@
-/* Matmuls over 4- and 8-bit weights in groups of 32, for CPU decode (inference/quant/README.md).
+/* Matmuls over 4-, 5- and 8-bit weights in groups of 32, for CPU decode (inference/README.md).
  *
  * y[m, n] = sum_k x[m, k] * w[n, k] with w = d * q + mn per group of 32 along k (q4: q in 0..15;
- * q8: q in -127..127, mn = 0). Activations are quantized per group of 32 to int8 (qx, scale dx,
- * sx = dx * sum(qx)), as llama.cpp does, so each group is one integer dot product:
+ * q5: q in 0..31; q8: q in -127..127, mn = 0). Activations are quantized per group of 32 to int8 (qx,
+ * scale dx, sx = dx * sum(qx)), as llama.cpp does, so each group is one integer dot product:
  * y += d * dx * dot(q, qx) + mn * sx.
  * q4 layout per group: 16 bytes, byte j holds element j (low nibble) and element j + 16 (high).
+ * q5 adds a 32-bit word per group (qh), bit j the fifth bit of element j (GGUF's Q5_0 / Q5_1 layout);
+ * a q5 weight without mn has mn = -16 d (Q5_0's w = d (q - 16)).
  */
 #include <math.h>
 #include <omp.h>
@@ -14,14 +16,22 @@
 #include <immintrin.h>
 #endif
 
+/* The group's scale d = max|v| / 127 and its inverse (0 for an all-zero group). */
+static inline float group_scale(const float *v, float *id) {
+    float amax = 0.f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+    const float d = amax / 127.f;
+    *id = d ? 1.f / d : 0.f;
+    return d;
+}
+
 void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, float *sx) {
     const int64_t G = K / 32;
     #pragma omp parallel for schedule(static) if (M > 8)
     for (int64_t r = 0; r < M * G; r++) {
         const float *v = x + r * 32;
-        float amax = 0.f;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
-        const float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+        float id;
+        const float d = group_scale(v, &id);
         int sum = 0;
         for (int j = 0; j < 32; j++) {
             const int q = (int)lrintf(v[j] * id);
@@ -30,6 +40,29 @@ void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, 
         }
         dx[r] = d;
         sx[r] = d * (float)sum;
+    }
+}
+
+/* x [M, K] rounded to the grid quantize_rows puts it on (q * d), for a float matmul over a weight's
+ * dense copy: fp32, or (bf16 != 0) bf16 rounded to nearest even as torch converts. One pass where torch
+ * took six ops and a conversion, as long as the matmul itself on a long chunk. */
+void grid_rows(const float *x, int64_t M, int64_t K, void *out, int bf16) {
+    const int64_t G = K / 32;
+    #pragma omp parallel for schedule(static) if (M > 8)
+    for (int64_t r = 0; r < M * G; r++) {
+        const float *v = x + r * 32;
+        float id;
+        const float d = group_scale(v, &id);
+        for (int j = 0; j < 32; j++) {
+            const float g = (float)lrintf(v[j] * id) * d;
+            if (!bf16) {
+                ((float *)out)[r * 32 + j] = g;
+                continue;
+            }
+            uint32_t bits;
+            memcpy(&bits, &g, 4);
+            ((uint16_t *)out)[r * 32 + j] = (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
+        }
     }
 }
 
@@ -55,25 +88,51 @@ static inline __m256i unpack_q4(const uint8_t *qs) {
     const __m128i b = _mm_loadu_si128((const __m128i *)qs);
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0xF));
 }
+
+/* Byte j: 16 where bit j of h is set, else 0. */
+static inline __m256i fifth_bits(uint32_t h) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_maskz_mov_epi8((__mmask32)h, _mm256_set1_epi8(16));
+#else
+    /* bytes 8i..8i+7 take byte i of h, then each keeps its own bit */
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+#endif
+}
+
+/* Group g's 32 weights as bytes: q4, or q5 where there are fifth bits. */
+static inline __m256i unpack(const uint8_t *qs, const uint32_t *qh, int64_t g) {
+    const __m256i q = unpack_q4(qs + g * 16);
+    return qh ? _mm256_or_si256(q, fifth_bits(qh[g])) : q;
+}
 #endif
 
-static float dot_q4(const uint8_t *qs, const float *d, const float *mn, const int8_t *qx, const float *dx,
-                    const float *sx, int64_t G) {
+/* Group g's offset: mn, or Q5_0's -16 d. */
+static inline float offset(const float *d, const float *mn, int64_t g) {
+    return mn ? mn[g] : -16.f * d[g];
+}
+
+static float dot_q4(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn, const int8_t *qx,
+                    const float *dx, const float *sx, int64_t G) {
     float extra = 0.f;
-    for (int64_t g = 0; g < G; g++) extra += mn[g] * sx[g];
+    for (int64_t g = 0; g < G; g++) extra += offset(d, mn, g) * sx[g];
 #ifdef __AVX2__
     __m256 acc = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++) {
-        const __m256i p = dot_u8s8(unpack_q4(qs + g * 16), _mm256_loadu_si256((const __m256i *)(qx + g * 32)));
+        const __m256i p = dot_u8s8(unpack(qs, qh, g), _mm256_loadu_si256((const __m256i *)(qx + g * 32)));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[g]), _mm256_cvtepi32_ps(p), acc);
     }
     return hsum(acc) + extra;
 #else
     float acc = 0.f;
     for (int64_t g = 0; g < G; g++) {
+        const uint32_t h = qh ? qh[g] : 0;
         int s = 0;
         for (int j = 0; j < 16; j++)
-            s += (qs[g * 16 + j] & 0xF) * qx[g * 32 + j] + (qs[g * 16 + j] >> 4) * qx[g * 32 + j + 16];
+            s += ((qs[g * 16 + j] & 0xF) | ((h >> j & 1) << 4)) * qx[g * 32 + j] +
+                 ((qs[g * 16 + j] >> 4) | ((h >> (j + 16) & 1) << 4)) * qx[g * 32 + j + 16];
         acc += d[g] * dx[g] * (float)s;
     }
     return acc + extra;
@@ -106,11 +165,11 @@ static float dot_q8(const int8_t *qw, const float *d, const int8_t *qx, const fl
 /* Four activation rows (K apart) against one weight row, each weight group loaded and unpacked once
  * for the four (a batched decode step is bound by these instructions, not by reading the weights).
  * Every row gets the operations of dot_q4 / dot_q8 in their order: the same floats. */
-static void dot_q4_x4(const uint8_t *qs, const float *d, const float *mn, const int8_t *qx, const float *dx,
-                      const float *sx, int64_t K, int64_t G, float out[4]) {
+static void dot_q4_x4(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn, const int8_t *qx,
+                      const float *dx, const float *sx, int64_t K, int64_t G, float out[4]) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t g = 0; g < G; g++) {
-        const __m256i q = unpack_q4(qs + g * 16);
+        const __m256i q = unpack(qs, qh, g);
         for (int r = 0; r < 4; r++) {
             const __m256i p = dot_u8s8(q, _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32)));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
@@ -118,7 +177,7 @@ static void dot_q4_x4(const uint8_t *qs, const float *d, const float *mn, const 
     }
     for (int r = 0; r < 4; r++) {
         float extra = 0.f;
-        for (int64_t g = 0; g < G; g++) extra += mn[g] * sx[r * G + g];
+        for (int64_t g = 0; g < G; g++) extra += offset(d, mn, g) * sx[r * G + g];
         out[r] = hsum(acc[r]) + extra;
     }
 }
@@ -140,22 +199,24 @@ static void dot_q8_x4(const int8_t *qw, const float *d, const int8_t *qx, const 
 #endif
 
 /* Rows [n0, n1) of w against every activation row: one thread's share (decode_layer.c splits them
- * itself); each row of w meets every activation row while it is in cache. */
+ * itself); each row of w meets every activation row while it is in cache. q4, or q5 with qh. */
 void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
-                const float *d, const float *mn, int64_t N, const float *bias, float *y, int64_t n0, int64_t n1) {
+                const uint32_t *qh, const float *d, const float *mn, int64_t N, const float *bias, float *y,
+                int64_t n0, int64_t n1) {
     const int64_t G = K / 32;
     for (int64_t n = n0; n < n1; n++) {
         const float b = bias ? bias[n] : 0.f;
+        const uint8_t *wq = qs + n * G * 16;
+        const uint32_t *wh = qh ? qh + n * G : NULL;
+        const float *wmn = mn ? mn + n * G : NULL;
         int64_t m = 0;
 #ifdef __AVX2__
         for (float o[4]; m + 4 <= M; m += 4) {
-            dot_q4_x4(qs + n * G * 16, d + n * G, mn + n * G, qx + m * K, dx + m * G, sx + m * G, K, G, o);
+            dot_q4_x4(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, o);
             for (int r = 0; r < 4; r++) y[(m + r) * N + n] = b + o[r];
         }
 #endif
-        for (; m < M; m++)
-            y[m * N + n] = b + dot_q4(qs + n * G * 16, d + n * G, mn + n * G, qx + m * K, dx + m * G,
-                                      sx + m * G, G);
+        for (; m < M; m++) y[m * N + n] = b + dot_q4(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, G);
     }
 }
 
@@ -177,11 +238,11 @@ void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const i
 
 /* Rows of w are split evenly among threads. */
 void mm_q4(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
-           const float *d, const float *mn, int64_t N, const float *bias, float *y, int threads) {
+           const uint32_t *qh, const float *d, const float *mn, int64_t N, const float *bias, float *y, int threads) {
     #pragma omp parallel num_threads(threads)
     {
         const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        mm_q4_rows(qx, dx, sx, M, K, qs, d, mn, N, bias, y, N * t / nt, N * (t + 1) / nt);
+        mm_q4_rows(qx, dx, sx, M, K, qs, qh, d, mn, N, bias, y, N * t / nt, N * (t + 1) / nt);
     }
 }
 

@@ -18,19 +18,19 @@ from inference.quant.gguf_blocks import dequantized, to_quant
 from inference.quant.kernel import load_kernel, qlinear
 
 ROWS, COLS = 48, 512
-EXACT = {T.Q4_0: "q4", T.Q4_1: "q4", T.Q4_K: "q4", T.Q8_0: "q8"}
-REQUANTISED = (T.Q5_0, T.Q5_1, T.Q6_K)
+EXACT = {T.Q4_0: "q4", T.Q4_1: "q4", T.Q4_K: "q4", T.Q5_0: "q5", T.Q5_1: "q5", T.Q8_0: "q8"}
+REQUANTISED = (T.Q5_K, T.Q6_K)
 
 
 def _random_blocks(qtype: T, rng: np.random.Generator) -> np.ndarray:
     """Raw bytes of a `[ROWS, COLS]` tensor: quantized by gguf where it can, else random blocks with
     finite, small f16 scales (k-quants, which gguf-py only dequantizes)."""
-    if qtype not in (T.Q4_K, T.Q6_K):
+    if qtype not in (T.Q4_K, T.Q5_K, T.Q6_K):
         return quantize(rng.standard_normal((ROWS, COLS)).astype(np.float32), qtype)
-    block = {T.Q4_K: 144, T.Q6_K: 210}[qtype]
+    block = {T.Q4_K: 144, T.Q5_K: 176, T.Q6_K: 210}[qtype]
     raw = rng.integers(0, 256, (ROWS * COLS // 256, block), dtype=np.uint8)
     scales = rng.uniform(0.001, 0.01, (len(raw), 2)).astype(np.float16).view(np.uint8)
-    if qtype == T.Q4_K:
+    if qtype != T.Q6_K:
         raw[:, 0:4] = scales  # d, dmin
     else:
         raw[:, 208:210] = scales[:, :2]  # d (after ql, qh and the int8 sub-scales)
@@ -81,6 +81,23 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkey
     # ... and long chunks do read that copy when there is one (a zero copy leaves only the bias).
     zero = replace(w, dense=torch.zeros(ROWS, COLS, dtype=torch.bfloat16))
     assert torch.equal(linear(long, torch.empty(0), bias, zero), bias.expand(len(long), -1))
+
+
+@pytest.mark.unit
+def test_activation_grid_rounds_as_the_kernel_quantizes(kernel):
+    """Long chunks multiply the activations on the int8 grid (one pass in C): each group's max|x| / 127
+    times round(x / that), half to even; exactly in fp32, and as torch rounds that to bf16."""
+    from inference.quant.kernel import activation_grid
+
+    x = torch.randn(9, COLS, generator=torch.Generator().manual_seed(1)) * 3
+    x[0, :32] = 0  # an all-zero group stays zero
+    x[1, :32] = torch.cat([torch.tensor([127.0]), torch.arange(31) + 0.5])  # scale 1: ties, to even
+    g = x.view(9, -1, 32)
+    d = g.abs().amax(dim=-1, keepdim=True) / 127
+    expected = (torch.round(g * torch.where(d > 0, 1 / d, torch.zeros_like(d))) * d).view(9, COLS)
+    assert torch.equal(activation_grid(x), expected)
+    assert torch.equal(activation_grid(x, torch.bfloat16), expected.bfloat16())
+    assert not torch.equal(expected, x)
 
 
 # Measured on SmolLM2 (12 prompts x 12 tokens): logprobs moved by up to 0.17 nats with bf16 copies, 0.13
@@ -149,15 +166,40 @@ def test_smollm2_quantized_greedy_outputs_agree_across_batch_sizes(quantized_eng
         _assert_greedy_agree(batched, single)
 
 
+@pytest.fixture(scope="module")
+def q5_engine(smollm2_path, model_cache):
+    """SmolLM2 with its o and gate/up projections requantised to Q5_0 (as most of Qwen2.5 0.5B's
+    Q4_K_M file is), through the GGUF block mapping, and its fused decode rebuilt over them."""
+    from inference.config import EngineConfig
+    from inference.engine import LLMEngine
+    from inference.quant.decode_layer import FusedDecode
+
+    config = EngineConfig(
+        smollm2_path, device="cpu", cache_dir=model_cache, speculative="off", gguf_quantized=True
+    )
+    engine = LLMEngine(config)
+    for layer in engine.model.layers:
+        for name in ("o_proj", "gate_up_proj"):
+            rows, cols = layer.packed[name].shape
+            blocks = quantize(dequantized(layer.packed[name]).numpy(), T.Q5_0)
+            layer.packed[name] = to_quant(blocks, T.Q5_0, rows, cols)
+    engine.model.fused = FusedDecode.build(engine.model, model_cache)
+    return engine
+
+
 @pytest.mark.slow
-def test_fused_decode_layers_agree_with_the_torch_layers(quantized_engine, monkeypatch):
+@pytest.mark.parametrize("weights", ["as_loaded", "q5"])
+def test_fused_decode_layers_agree_with_the_torch_layers(weights, request, monkeypatch):
     """Decode steps run every layer in one C call each (decode_layer.c); its layer equals the torch
     layer on the same input and cache up to the int8 grid, and greedy outputs agree with the torch
-    path's, one sequence or several decoding together."""
+    path's, one sequence or several decoding together; over SmolLM2's own Q4_1 / Q8_0 weights and
+    over 5-bit ones."""
     from inference.protocol import SamplingParams
     from inference.quant.decode_layer import FusedDecode
 
-    engine = quantized_engine
+    engine = request.getfixturevalue("q5_engine" if weights == "q5" else "quantized_engine")
+    if weights == "q5":
+        assert engine.model.layers[0].packed["gate_up_proj"].kind == "q5"
     model, fused = engine.model, engine.model.fused
     assert fused is not None
     forward, errors = model.forward, []
