@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,6 +26,9 @@ from api.errors import error_response
 from api.metrics import admit_early
 from core.errors import ClientError
 from core.tenancy import hash_api_key
+
+if TYPE_CHECKING:
+    from api.state import AppState
 
 # The answer routes whose admission needs nothing from the body (chat's depends on its model).
 _ROUTES = {"/v1/ask": "ask"}
@@ -59,6 +63,16 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
+def header_tenant(state: AppState, scope: Scope) -> uuid.UUID | None:
+    """The request's tenant as far as the headers tell without a lookup: a key this process
+    authenticated, or the default tenant where auth is off and no key is sent; else None."""
+    plain = bearer(scope["headers"])
+    if plain is not None:
+        return state.known_keys.tenant(plain)
+    # auth off and no key: the default tenant (the route answers 401 where auth is on)
+    return None if state.settings.auth_required else DEFAULT_TENANT_ID
+
+
 class EarlyRefusal:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -67,11 +81,7 @@ class EarlyRefusal:
         name = _ROUTES.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
         state = getattr(scope["app"].state, "groundwork", None) if name else None
         if state is not None and state.answer_slots is not None:
-            plain = bearer(scope["headers"])
-            if plain is not None:
-                tenant = state.known_keys.tenant(plain)
-            else:  # auth off and no key: the default tenant (the route answers 401 where auth is on)
-                tenant = None if state.settings.auth_required else DEFAULT_TENANT_ID
+            tenant = header_tenant(state, scope)
             if tenant is not None:
                 try:
                     admit_early(state, state.answer_slots, name, tenant)

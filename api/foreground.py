@@ -6,6 +6,12 @@ unloaded time. While an admitted answer or search runs, this ASGI middleware hol
 `Foreground`: the engine pauses between steps and layers (for a bounded share of its time) until
 the request ends or queues its own generation. Refused requests never get here (it sits inside the
 body guard and the early refusal) and hold nothing.
+
+The engine steps aside for tenants with nothing in it: a request whose tenant already holds answer
+slots (answers running, or its agent runs' LLM calls: api/admission.py) holds nothing. Under one
+tenant's flood of asks and agent runs its own asks' holds drained the pause allowance, and another
+tenant's ask then found the engine running (`python -m benchmarks.fairness`); and a tenant's search
+pausing that same tenant's generation only reorders its own work.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.early_refusal import header_tenant
 
 _HOLDING = re.compile(r"/v1/(ask|chat/completions|collections/[^/]+/search)")
 
@@ -24,6 +32,9 @@ class ForegroundHold:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = getattr(scope["app"].state, "groundwork", None) if scope["type"] == "http" else None
         if state is None or scope["method"] != "POST" or not _HOLDING.fullmatch(scope["path"]):
+            return await self.app(scope, receive, send)
+        tenant, slots = header_tenant(state, scope), state.answer_slots
+        if tenant is not None and slots is not None and slots.per_tenant[str(tenant)] > 0:
             return await self.app(scope, receive, send)
         with state.llm.foreground.holding():
             await self.app(scope, receive, send)
