@@ -16,7 +16,7 @@ from torch import nn
 
 from inference.attention import AttentionMetadata, paged_attention
 from inference.config import ModelConfig
-from inference.models.linear import PackedWeight, can_pack, linear, pack
+from inference.models.linear import PackedWeight, can_pack, gated_mlp, linear, pack
 from inference.models.rope import apply_rope
 from inference.quant.decode_layer import FusedDecode
 from inference.quant.kernel import QuantWeight
@@ -68,8 +68,8 @@ class DecoderLayer(nn.Module):
         attn = paged_attention(q, k, v, cache, meta)
         x = x + linear(attn.reshape(n, -1), self.o_proj.weight, packed=packed("o_proj"))
         h = self.post_attention_layernorm(x)
-        gate, up = linear(h, self.gate_up_proj.weight, packed=packed("gate_up_proj")).chunk(2, dim=-1)
-        return x + linear(F.silu(gate) * up, self.down_proj.weight, packed=packed("down_proj"))
+        weights = (self.gate_up_proj.weight, self.down_proj.weight)
+        return x + gated_mlp(h, *weights, packed("gate_up_proj"), packed("down_proj"))
 
 
 class LlamaForCausalLM(nn.Module):

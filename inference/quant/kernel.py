@@ -118,6 +118,7 @@ def load_kernel(cache_dir: Path | None) -> ctypes.CDLL | None:
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.quantize_rows.argtypes = [p, i64, i64, p, p, p]
     lib.grid_rows.argtypes = [p, i64, i64, p, i32]
+    lib.swiglu_grid_bf16.argtypes = [p, i64, i64, p]
     lib.mm_q4.argtypes = [p, p, p, i64, i64, p, p, p, p, i64, p, p, i32]
     lib.mm_q8.argtypes = [p, p, i64, i64, p, p, i64, p, p, i32]
     _LIB = lib
@@ -135,6 +136,18 @@ def activation_grid(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torc
     x = x.contiguous()
     out = torch.empty(x.shape, dtype=dtype)
     lib.grid_rows(x.data_ptr(), x.shape[0], x.shape[1], out.data_ptr(), int(dtype == torch.bfloat16))
+    return out
+
+
+def swiglu_grid(gate_up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of bf16 `gate_up` `[m, 2 i]` (gate first), on the activation grid in bf16 `[m, i]`
+    (after `load_kernel`)."""
+    lib = _LIB
+    assert lib is not None and gate_up.dtype == torch.bfloat16
+    gate_up = gate_up.contiguous()
+    m, i = gate_up.shape[0], gate_up.shape[1] // 2
+    out = torch.empty(m, i, dtype=torch.bfloat16)
+    lib.swiglu_grid_bf16(gate_up.data_ptr(), m, i, out.data_ptr())
     return out
 
 

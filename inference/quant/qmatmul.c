@@ -43,26 +43,51 @@ void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, 
     }
 }
 
-/* x [M, K] rounded to the grid quantize_rows puts it on (q * d), for a float matmul over a weight's
- * dense copy: fp32, or (bf16 != 0) bf16 rounded to nearest even as torch converts. One pass where torch
- * took six ops and a conversion, as long as the matmul itself on a long chunk. */
+/* One group of 32 rounded to the grid quantize_rows puts it on (q * d), into `out`: fp32, or
+ * (bf16 != 0) bf16 rounded to nearest even as torch converts. */
+static inline void grid_group(const float *v, void *out, int64_t at, int bf16) {
+    float id;
+    const float d = group_scale(v, &id);
+    for (int j = 0; j < 32; j++) {
+        const float g = (float)lrintf(v[j] * id) * d;
+        if (!bf16) {
+            ((float *)out)[at + j] = g;
+            continue;
+        }
+        uint32_t bits;
+        memcpy(&bits, &g, 4);
+        ((uint16_t *)out)[at + j] = (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
+    }
+}
+
+/* x [M, K] on the int8 grid, for a float matmul over a weight's dense copy (one pass where torch took
+ * six ops and a conversion, as long as the matmul itself on a long chunk). */
 void grid_rows(const float *x, int64_t M, int64_t K, void *out, int bf16) {
     const int64_t G = K / 32;
     #pragma omp parallel for schedule(static) if (M > 8)
+    for (int64_t r = 0; r < M * G; r++) grid_group(x + r * 32, out, r * 32, bf16);
+}
+
+static inline float from_bf16(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* silu(gate) * up of a bf16 gate/up matmul's output gu [M, 2I] (gate first), on the int8 grid in bf16
+ * [M, I]: the down projection's input, without the fp32 copies of gu and of the product between. */
+void swiglu_grid_bf16(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
+    const int64_t G = I / 32;
+    #pragma omp parallel for schedule(static) if (M > 8)
     for (int64_t r = 0; r < M * G; r++) {
-        const float *v = x + r * 32;
-        float id;
-        const float d = group_scale(v, &id);
+        const uint16_t *gate = gu + (r / G) * 2 * I + (r % G) * 32, *up = gate + I;
+        float h[32];
         for (int j = 0; j < 32; j++) {
-            const float g = (float)lrintf(v[j] * id) * d;
-            if (!bf16) {
-                ((float *)out)[r * 32 + j] = g;
-                continue;
-            }
-            uint32_t bits;
-            memcpy(&bits, &g, 4);
-            ((uint16_t *)out)[r * 32 + j] = (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
+            const float g = from_bf16(gate[j]);
+            h[j] = g / (1.f + expf(-g)) * from_bf16(up[j]);
         }
+        grid_group(h, out, r * 32, 1);
     }
 }
 
