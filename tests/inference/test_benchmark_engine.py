@@ -91,5 +91,11 @@ def test_quick_vllm_benchmark_writes_both_clocks_and_agreement(tmp_path, monkeyp
         theirs = row["vLLM"]
         assert theirs["server_decode_tokens_per_s"] > 0 and theirs["client_decode_tokens_per_s"] > 0
         assert row["ratio"] > 0
+    # the single stream's median of five runs, alternating, each run's figure kept
+    assert (
+        len(model["results"]["decode_1"]["ours"]["runs"])
+        == len(model["results"]["decode_1"]["vLLM"]["runs"])
+        == 5
+    )
     same, total = map(int, model["greedy_outputs_identical"].split("/"))
     assert total == 8 and model["greedy_common_prefix_share"] > 0
