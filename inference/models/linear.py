@@ -92,10 +92,10 @@ def gated_mlp(
 ) -> torch.Tensor:
     """down(silu(gate) * up), gate and up the halves of gate_up(x), each projection as `linear` runs it.
     A long chunk over bf16 copies keeps gate_up's output in bf16 and takes the product and its int8
-    grid from it in one C pass (`swiglu_grid`): the fp32 copy of that output, the widest of a layer, and
-    the product's cost about a fifth of a Qwen2.5-0.5B prefill chunk."""
+    grid from it in one C pass (`swiglu_grid`), skipping an fp32 copy of the layer's widest output and
+    the torch ops of the product."""
     copied = all(isinstance(w, QuantWeight) and w.dense is not None for w in (gate_up_packed, down_packed))
-    if copied and x.shape[0] > QUANT_MAX_ROWS:
+    if copied and x.shape[0] > quant_max_rows(gate_up_packed):
         gu = F.linear(activation_grid(x, torch.bfloat16), gate_up_packed.dense)
         return F.linear(swiglu_grid(gu), down_packed.dense).float()
     gate, up = linear(x, gate_up, packed=gate_up_packed).chunk(2, dim=-1)
