@@ -7,7 +7,6 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -15,9 +14,9 @@ from transformers import PreTrainedTokenizerBase
 
 from inference.loaders.gguf_file import cached_hf_dir, convert, read_quantized
 from inference.loaders.hf_dir import iter_weights, load_tokenizer, read_model_config
+from inference.models.linear import with_dense_copy
 from inference.models.llama import LlamaForCausalLM
 from inference.quant.decode_layer import FusedDecode
-from inference.quant.gguf_blocks import dequantized
 from inference.quant.kernel import load_kernel, native_bf16
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ def load_model(
     if quantized and path.suffix == ".gguf" and fp32_cpu and load_kernel(cache_dir) is not None:
         weights = read_quantized(path)
         if native_bf16():
-            weights = {name: replace(w, dense=dequantized(w).bfloat16()) for name, w in weights.items()}
+            weights = {name: with_dense_copy(w) for name, w in weights.items()}
         model.use_quantized(weights)
         model.fused = FusedDecode.build(model, cache_dir)
         kinds = Counter(f"{w.source}->{w.kind}" for w in weights.values())

@@ -23,6 +23,7 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("qmatmul.c")
+HEADER = Path(__file__).parents[1] / "simd.h"  # included by our kernels: part of every build's identity
 GROUP = 32  # weights and activations are quantized in groups of this many along k
 # NOTE: OpenMP workers sleep between our calls (OMP_WAIT_POLICY=PASSIVE, which keeps two runtimes,
 # torch's and ours, from spinning against each other), and waking them costs more than a small matmul
@@ -93,7 +94,7 @@ def compiled(source: Path, cache_dir: Path | None, *linked: Path) -> ctypes.CDLL
     into one library, cached under `cache_dir/kernels/` by sources and CPU flags; None with a logged
     warning where it cannot be built."""
     sources = (source, *linked)
-    text = b"".join(s.read_bytes() for s in sources) + " ".join(sorted(cpu_flags())).encode()
+    text = b"".join(s.read_bytes() for s in (*sources, HEADER)) + " ".join(sorted(cpu_flags())).encode()
     digest = hashlib.sha256(text)
     root = cache_dir if cache_dir is not None else Path(tempfile.gettempdir()) / "groundwork"
     so = root / "kernels" / f"{source.stem}-{digest.hexdigest()[:16]}.so"

@@ -12,10 +12,54 @@
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
+#include "../simd.h"
 
+/* The group's scale d = max|v| / 127 and its inverse (0 for an all-zero group). */
+/* Rows shorter than this many values in all are quantized on the calling thread: waking a sleeping
+ * OpenMP worker (OMP_WAIT_POLICY=PASSIVE) costs more than the pass over a decode batch takes. */
+#define PARALLEL_MIN_VALUES (1 << 17)
+
+static inline float from_bf16(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+#ifdef __AVX2__
+/* One group of 32 on the int8 grid: q = round(v / d), half to even, in q[4] (as floats), and the
+ * group's scale d = max|v| / 127 (q = 0 for an all-zero group): the scalar code's operations, in its
+ * order, so the same floats. */
+static inline float group_round(const float *v, __m256 q[4]) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 x[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        x[i] = _mm256_loadu_ps(v + 8 * i);
+        m = _mm256_max_ps(m, _mm256_and_ps(x[i], abs_mask));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float d = _mm_cvtss_f32(h) / 127.f;
+    const __m256 id = _mm256_set1_ps(d ? 1.f / d : 0.f);
+    for (int i = 0; i < 4; i++)
+        q[i] = _mm256_round_ps(_mm256_mul_ps(x[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return d;
+}
+
+/* fp32 to bf16, rounded to nearest even as torch converts (finite values). */
+static inline __m128i to_bf16(__m256 f) {
+    __m256i b = _mm256_castps_si256(f);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    b = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+    return _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+}
+
+static inline __m256 load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+#else
 /* The group's scale d = max|v| / 127 and its inverse (0 for an all-zero group). */
 static inline float group_scale(const float *v, float *id) {
     float amax = 0.f;
@@ -24,12 +68,28 @@ static inline float group_scale(const float *v, float *id) {
     *id = d ? 1.f / d : 0.f;
     return d;
 }
+#endif
 
 void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, float *sx) {
     const int64_t G = K / 32;
-    #pragma omp parallel for schedule(static) if (M > 8)
+    #pragma omp parallel for schedule(static) if (M * K >= PARALLEL_MIN_VALUES)
     for (int64_t r = 0; r < M * G; r++) {
         const float *v = x + r * 32;
+#ifdef __AVX2__
+        __m256 q[4];
+        const float d = group_round(v, q);
+        __m256i i32[4];
+        for (int i = 0; i < 4; i++) i32[i] = _mm256_cvtps_epi32(q[i]);
+        const __m256i s = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        const int sum = _mm_cvtsi128_si32(_mm_hadd_epi32(s4, s4));
+        /* the packs work within 128-bit lanes: dword k of the packed bytes holds values 4k..4k+3 of
+         * vector (k % 4) * 2 + k / 4's half, which the permute puts back in order */
+        const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
+        _mm256_storeu_si256((__m256i *)(qx + r * 32),
+                            _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+#else
         float id;
         const float d = group_scale(v, &id);
         int sum = 0;
@@ -38,6 +98,7 @@ void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, 
             qx[r * 32 + j] = (int8_t)q;
             sum += q;
         }
+#endif
         dx[r] = d;
         sx[r] = d * (float)sum;
     }
@@ -46,6 +107,17 @@ void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, 
 /* One group of 32 rounded to the grid quantize_rows puts it on (q * d), into `out`: fp32, or
  * (bf16 != 0) bf16 rounded to nearest even as torch converts. */
 static inline void grid_group(const float *v, void *out, int64_t at, int bf16) {
+#ifdef __AVX2__
+    __m256 q[4];
+    const __m256 d = _mm256_set1_ps(group_round(v, q));
+    for (int i = 0; i < 4; i++) {
+        const __m256 g = _mm256_mul_ps(q[i], d);
+        if (bf16)
+            _mm_storeu_si128((__m128i *)((uint16_t *)out + at + 8 * i), to_bf16(g));
+        else
+            _mm256_storeu_ps((float *)out + at + 8 * i, g);
+    }
+#else
     float id;
     const float d = group_scale(v, &id);
     for (int j = 0; j < 32; j++) {
@@ -58,47 +130,42 @@ static inline void grid_group(const float *v, void *out, int64_t at, int bf16) {
         memcpy(&bits, &g, 4);
         ((uint16_t *)out)[at + j] = (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
     }
+#endif
 }
 
 /* x [M, K] on the int8 grid, for a float matmul over a weight's dense copy (one pass where torch took
  * six ops and a conversion, as long as the matmul itself on a long chunk). */
 void grid_rows(const float *x, int64_t M, int64_t K, void *out, int bf16) {
     const int64_t G = K / 32;
-    #pragma omp parallel for schedule(static) if (M > 8)
+    #pragma omp parallel for schedule(static) if (M * K >= PARALLEL_MIN_VALUES)
     for (int64_t r = 0; r < M * G; r++) grid_group(x + r * 32, out, r * 32, bf16);
-}
-
-static inline float from_bf16(uint16_t h) {
-    const uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
 }
 
 /* silu(gate) * up of a bf16 gate/up matmul's output gu [M, 2I] (gate first), on the int8 grid in bf16
  * [M, I]: the down projection's input, without the fp32 copies of gu and of the product between. */
 void swiglu_grid_bf16(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
     const int64_t G = I / 32;
-    #pragma omp parallel for schedule(static) if (M > 8)
+    #pragma omp parallel for schedule(static) if (M * I >= PARALLEL_MIN_VALUES)
     for (int64_t r = 0; r < M * G; r++) {
         const uint16_t *gate = gu + (r / G) * 2 * I + (r % G) * 32, *up = gate + I;
         float h[32];
+#ifdef __AVX2__
+        for (int i = 0; i < 4; i++) {
+            const __m256 g = load_bf16(gate + 8 * i);
+            const __m256 e = _mm256_add_ps(_mm256_set1_ps(1.f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+            _mm256_storeu_ps(h + 8 * i, _mm256_mul_ps(_mm256_div_ps(g, e), load_bf16(up + 8 * i)));
+        }
+#else
         for (int j = 0; j < 32; j++) {
             const float g = from_bf16(gate[j]);
             h[j] = g / (1.f + expf(-g)) * from_bf16(up[j]);
         }
+#endif
         grid_group(h, out, r * 32, 1);
     }
 }
 
 #ifdef __AVX2__
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Unsigned by signed bytes: 8 sums of 4 products. One VNNI instruction where the CPU has it, else
  * two; the same sums either way (maddubs cannot saturate here: |products| <= 127 * 127, two a lane). */
 static inline __m256i dot_u8s8(__m256i u, __m256i s) {

@@ -9,13 +9,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
-from inference.models.linear import QUANT_MAX_ROWS, QUANT_MAX_ROWS_UNCOPIED, linear
+from inference.models.linear import QUANT_MAX_ROWS, QUANT_MAX_ROWS_UNCOPIED, linear, with_dense_copy
 from inference.quant import kernel as kernel_module
 from inference.quant.gguf_blocks import dequantized, to_quant
-from inference.quant.kernel import load_kernel, qlinear
+from inference.quant.kernel import activation_grid, load_kernel, qlinear
 
 ROWS, COLS = 48, 512
 EXACT = {T.Q4_0: "q4", T.Q4_1: "q4", T.Q4_K: "q4", T.Q5_0: "q5", T.Q5_1: "q5", T.Q8_0: "q8"}
@@ -76,10 +77,14 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkey
     long = torch.cat([x, torch.randn(QUANT_MAX_ROWS_UNCOPIED, COLS)])
     torch.testing.assert_close(linear(long, torch.empty(0), bias, w)[:5], got, rtol=1e-5, atol=1e-4)
     # Or bf16 over a copy dequantized once (CPUs with native bf16): bf16 rounds inputs to 8 bits.
-    dense = replace(w, dense=dequantized(w).bfloat16())
-    assert (linear(long, torch.empty(0), bias, dense)[:5] - got).abs().max() <= 0.01 * got.abs().max()
+    # The copy is reordered once into oneDNN's layout, which changes no bit of the products.
+    dense = with_dense_copy(w)
+    plain = F.linear(activation_grid(long, torch.bfloat16), dequantized(w).bfloat16()).float() + bias
+    assert torch.equal(linear(long, torch.empty(0), bias, dense), plain)
+    assert (plain[:5] - got).abs().max() <= 0.01 * got.abs().max()
     # ... and long chunks do read that copy when there is one (a zero copy leaves only the bias).
-    zero = replace(w, dense=torch.zeros(ROWS, COLS, dtype=torch.bfloat16))
+    mn = None if w.mn is None else torch.zeros_like(w.mn)
+    zero = with_dense_copy(replace(w, d=torch.zeros_like(w.d), mn=mn))
     assert torch.equal(linear(long, torch.empty(0), bias, zero), bias.expand(len(long), -1))
 
 
@@ -87,7 +92,6 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkey
 def test_activation_grid_rounds_as_the_kernel_quantizes(kernel):
     """Long chunks multiply the activations on the int8 grid (one pass in C): each group's max|x| / 127
     times round(x / that), half to even; exactly in fp32, and as torch rounds that to bf16."""
-    from inference.quant.kernel import activation_grid
 
     x = torch.randn(9, COLS, generator=torch.Generator().manual_seed(1)) * 3
     x[0, :32] = 0  # an all-zero group stays zero
@@ -105,11 +109,10 @@ def test_gated_mlp_takes_the_product_and_its_grid_from_the_bf16_output(kernel, m
     """Long chunks over bf16 copies: silu(gate) * up and its int8 grid in one C pass from gate/up's bf16
     output (`swiglu_grid`), as torch composes them but for silu's last bits, which move a value across
     a rounding of the grid now and then."""
-    import torch.nn.functional as F
 
     from inference.models import linear as linear_module
     from inference.models.linear import gated_mlp
-    from inference.quant.kernel import activation_grid, swiglu_grid
+    from inference.quant.kernel import swiglu_grid
 
     rng = np.random.default_rng(3)
     hidden, inter = 128, 256
@@ -117,11 +120,11 @@ def test_gated_mlp_takes_the_product_and_its_grid_from_the_bf16_output(kernel, m
     def weight(rows: int, cols: int):
         blocks = quantize(rng.standard_normal((rows, cols)).astype(np.float32), T.Q4_0)
         w = to_quant(blocks, T.Q4_0, rows, cols)
-        return replace(w, dense=dequantized(w).bfloat16())
+        return with_dense_copy(w)
 
     gate_up, down = weight(2 * inter, hidden), weight(hidden, inter)
     x = torch.randn(QUANT_MAX_ROWS + 8, hidden, generator=torch.Generator().manual_seed(2))
-    gu = F.linear(activation_grid(x, torch.bfloat16), gate_up.dense)
+    gu = F.linear(activation_grid(x, torch.bfloat16), dequantized(gate_up).bfloat16())
     gate, up = gu.float().chunk(2, dim=-1)
     expected = activation_grid(F.silu(gate) * up, torch.bfloat16)
     got = swiglu_grid(gu)
