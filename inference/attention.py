@@ -96,18 +96,21 @@ def build_chunk_mask(pos0: int, num_queries: int, device: torch.device) -> torch
 
 
 def write_kv(cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """This step's K/V into their slots, in the cache's dtype (which may be narrower than the model's)."""
     _, kv_heads, _, _, head_dim = cache.shape
-    cache[0].view(kv_heads, -1, head_dim).index_copy_(1, slot_mapping, k.transpose(0, 1))
-    cache[1].view(kv_heads, -1, head_dim).index_copy_(1, slot_mapping, v.transpose(0, 1))
+    cache[0].view(kv_heads, -1, head_dim).index_copy_(1, slot_mapping, k.transpose(0, 1).to(cache.dtype))
+    cache[1].view(kv_heads, -1, head_dim).index_copy_(1, slot_mapping, v.transpose(0, 1).to(cache.dtype))
 
 
-def _gather(cache: torch.Tensor, block_ids: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _gather(
+    cache: torch.Tensor, block_ids: torch.Tensor, length: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """K and V of the first `length` tokens in `block_ids` (`[blocks]` or `[seqs, blocks]`), as
-    `[kv_heads, length, head_dim]` or `[seqs, kv_heads, length, head_dim]`."""
+    `[kv_heads, length, head_dim]` or `[seqs, kv_heads, length, head_dim]`, in `dtype` (the queries')."""
     _, kv_heads, _, block_size, head_dim = cache.shape
     block_ids = block_ids[..., : -(-length // block_size)]
     lead = block_ids.shape[:-1]
-    kv = cache.index_select(2, block_ids.flatten())
+    kv = cache.index_select(2, block_ids.flatten()).to(dtype)
     kv = kv.view(2, kv_heads, *lead, block_ids.shape[-1] * block_size, head_dim)[..., :length, :]
     if lead:
         kv = kv.transpose(1, 2)
@@ -116,7 +119,7 @@ def _gather(cache: torch.Tensor, block_ids: torch.Tensor, length: int) -> tuple[
 
 def _paged_torch(q: torch.Tensor, cache: torch.Tensor, p: PagedBatch) -> torch.Tensor:
     """The paged group with one batched SDPA over the gathered blocks of its sequences."""
-    keys, values = _gather(cache, p.block_tables, p.max_context)  # [S, kv_heads, L, head_dim]
+    keys, values = _gather(cache, p.block_tables, p.max_context, q.dtype)  # [S, kv_heads, L, head_dim]
     seqs, kv_heads, length, head_dim = keys.shape
     heads = q.shape[1]
     group = heads // kv_heads
@@ -169,7 +172,7 @@ def paged_attention(
                 v[chunk.start : chunk.end].transpose(0, 1),
             )
         else:
-            keys, values = _gather(cache, chunk.block_ids, chunk.pos0 + chunk.end - chunk.start)
+            keys, values = _gather(cache, chunk.block_ids, chunk.pos0 + chunk.end - chunk.start, q.dtype)
         # NOTE: 4-d inputs: with 3-d ones and enable_gqa, CPU SDPA falls back to its math kernel, which
         # copies K/V per query head and cost 3-4x the flash kernel for chunks with a cached prefix.
         out[chunk.start : chunk.end] = F.scaled_dot_product_attention(

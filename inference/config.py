@@ -84,13 +84,29 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+KV_CACHE_DTYPES = ("auto", *DTYPES)
+
+
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if name == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if name not in dtypes:
-        raise ValueError(f"unsupported dtype {name!r}; have auto, {', '.join(dtypes)}")
-    return dtypes[name]
+    if name not in DTYPES:
+        raise ValueError(f"unsupported dtype {name!r}; have auto, {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def resolve_kv_cache_dtype(config: EngineConfig, weights_kept_quantized: bool) -> torch.dtype:
+    """The KV cache's dtype (see EngineConfig.kv_cache_dtype). NOTE: a CPU engine serving weights kept
+    4/8-bit reads the cache in bf16 by default: a long context's decode step is bound by reading K/V
+    (fp32 doubles that), and those weights' activations are already rounded to int8 per group."""
+    if config.kv_cache_dtype == "auto":
+        cpu_quantized = config.device.type == "cpu" and weights_kept_quantized
+        return torch.bfloat16 if cpu_quantized else config.dtype
+    dtype = DTYPES[config.kv_cache_dtype]
+    if dtype != config.dtype and config.device.type != "cpu":
+        raise ValueError(f"kv_cache_dtype {config.kv_cache_dtype} differs from the model's dtype: CPU only")
+    return dtype
 
 
 class EngineOptions(Protocol):
@@ -140,6 +156,9 @@ class EngineConfig:
     # step eagerly. Graphs are always off on CPU and under the torch attention backend.
     enforce_eager: bool = False
     attention_backend: str = "auto"  # auto | triton | torch (see attention.py)
+    # The KV cache's dtype: "auto" (bf16 on CPU engines serving weights kept quantized, else the model's
+    # dtype), float32, bfloat16, float16; one other than the model's only on CPU (engine.py).
+    kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         self.model_path = Path(self.model_path)
@@ -178,6 +197,8 @@ class EngineConfig:
             raise ValueError("cpu_packed_rows must be >= 0")
         if self.gguf_quantized not in (True, False, "auto"):
             raise ValueError(f"gguf_quantized must be true, false or auto, got {self.gguf_quantized!r}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {self.kv_cache_dtype!r}")
         if self.attention_backend not in BACKENDS:
             raise ValueError(f"attention_backend must be one of {BACKENDS}")
         if self.num_speculative_tokens <= 0 or self.spec_max_batch < 0:

@@ -14,7 +14,7 @@ import torch
 from inference import cpu_attention
 from inference.attention import select_backend
 from inference.block_manager import BlockManager
-from inference.config import EngineConfig
+from inference.config import EngineConfig, resolve_kv_cache_dtype
 from inference.detokenizer import Detokenizer
 from inference.loaders import load_model
 from inference.model_runner import ModelRunner, ScheduledBatch, kv_block_bytes
@@ -62,8 +62,9 @@ class LLMEngine:
             eos.add(self.tokenizer.eos_token_id)
         self.eos_token_ids = frozenset(eos)
         self.vocab_size = model_cfg.vocab_size
+        self.kv_dtype = resolve_kv_cache_dtype(config, self.model.kept_quantized)
         num_blocks = config.num_kv_blocks or int(
-            config.kv_cache_memory_gb * 2**30 // kv_block_bytes(model_cfg, config.block_size, config.dtype)
+            config.kv_cache_memory_gb * 2**30 // kv_block_bytes(model_cfg, config.block_size, self.kv_dtype)
         )
         if num_blocks < 1:
             raise ValueError("kv_cache_memory_gb is too small for a single KV-cache block")
@@ -97,6 +98,7 @@ class LLMEngine:
             self.max_model_len,
             self.attention_backend,
             config.max_num_seqs if graphs else 0,
+            self.kv_dtype,
         )
         proposer = build_proposer(config, self.vocab_size, self.max_model_len, num_blocks)
         self.spec = (
@@ -116,11 +118,12 @@ class LLMEngine:
         self._arrivals = 0
         self._totals = {"prompt": 0, "generation": 0, "cached": 0}
         log.info(
-            "KV cache: %d blocks x %d tokens = %d tokens (%.2f GiB); max_model_len %d; device %s, %s",
+            "KV cache: %d blocks x %d tokens = %d tokens (%.2f GiB, %s); max_model_len %d; device %s, %s",
             num_blocks,
             config.block_size,
             self.kv_capacity_tokens,
-            num_blocks * kv_block_bytes(model_cfg, config.block_size, config.dtype) / 2**30,
+            num_blocks * kv_block_bytes(model_cfg, config.block_size, self.kv_dtype) / 2**30,
+            self.kv_dtype,
             self.max_model_len,
             config.device,
             config.dtype,

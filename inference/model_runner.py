@@ -117,8 +117,10 @@ class ModelRunner:
         max_model_len: int,
         backend: str = "torch",
         max_graph_batch: int = 0,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
-        """`max_graph_batch` > 0 captures decode steps of up to that many sequences in CUDA graphs."""
+        """`max_graph_batch` > 0 captures decode steps of up to that many sequences in CUDA graphs;
+        `kv_dtype` is the KV cache's (None: the model's)."""
         cfg = model.config
         param = next(model.parameters())
         self.model, self.device, self.block_size, self.backend = model, param.device, block_size, backend
@@ -126,9 +128,8 @@ class ModelRunner:
         # would still poison the attention output (0 * NaN = NaN). One block more than the pool: the
         # padding rows of a captured decode graph write their K/V there (see cuda_graphs.py).
         shape = (2, cfg.num_kv_heads, num_blocks + 1, block_size, cfg.head_dim)  # see attention.py
-        self.kv_caches = [
-            torch.zeros(shape, device=self.device, dtype=param.dtype) for _ in range(cfg.num_layers)
-        ]
+        dtype = kv_dtype or param.dtype
+        self.kv_caches = [torch.zeros(shape, device=self.device, dtype=dtype) for _ in range(cfg.num_layers)]
         self.rope = RotaryEmbedding(
             cfg.head_dim, max_model_len, cfg.rope_theta, cfg.rope_scaling, self.device, param.dtype
         )

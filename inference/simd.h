@@ -1,6 +1,16 @@
-/* Vector helpers shared by our C kernels (quant/qmatmul.c, cpu_attention.c); AVX2 builds only. */
+/* Helpers shared by our C kernels (quant/qmatmul.c, quant/decode_layer.c, cpu_attention.c). */
 #ifndef GROUNDWORK_SIMD_H
 #define GROUNDWORK_SIMD_H
+#include <stdint.h>
+#include <string.h>
+
+/* fp32 to bf16 bits, rounded to nearest even as torch converts (finite values). */
+static inline uint16_t bf16_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    return (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
+}
+
 #ifdef __AVX2__
 #include <immintrin.h>
 

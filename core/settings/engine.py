@@ -96,6 +96,12 @@ class EngineSettings(BaseModel):
         "CPU), or auto.",
     )
     dtype: str = Field(default="auto", description="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16.")
+    kv_cache_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto",
+        description="The KV cache's dtype. auto: bf16 on CPU engines serving GGUF weights kept quantized "
+        "(gguf_quantized; a long context's decode step reads K/V at half the bytes of fp32), else the "
+        "model's dtype. One other than the model's dtype is CPU only.",
+    )
     llm_base_url: str | None = Field(
         default=None, description="OpenAI-compatible server to use instead of the in-process engine."
     )

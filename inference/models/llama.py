@@ -110,6 +110,13 @@ class LlamaForCausalLM(nn.Module):
         return self.norm(x)
 
     @property
+    def kept_quantized(self) -> bool:
+        """Whether projections are served from their 4/8-bit form (`use_quantized`)."""
+        return isinstance(self.packed_head, QuantWeight) or any(
+            isinstance(w, QuantWeight) for layer in self.layers for w in layer.packed.values()
+        )
+
+    @property
     def head_weight(self) -> torch.Tensor:
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 

@@ -18,13 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../simd.h"
+
 void quantize_rows(const float *x, int64_t M, int64_t K, int8_t *qx, float *dx, float *sx);
 void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, int64_t K, const uint8_t *qs,
                 const uint32_t *qh, const float *d, const float *mn, int64_t N, const float *bias, float *y,
                 int64_t n0, int64_t n1);
 void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const int8_t *qw, const float *d,
                 int64_t N, const float *bias, float *y, int64_t n0, int64_t n1);
-void paged_attention_pairs(const float *q, const float *cache, int64_t H, int64_t KVH, int64_t D,
+void paged_attention_pairs(const float *q, const void *cache, int bf16, int64_t H, int64_t KVH, int64_t D,
                            int64_t num_blocks, int64_t block_size, const int32_t *tables, int64_t width,
                            const int64_t *seq, const int64_t *context, float scale, float *out, int64_t from,
                            int64_t to);
@@ -53,6 +55,7 @@ typedef struct {
     const int32_t *tables;          /* [seqs, width] block tables */
     int64_t width, num_blocks, block_size;
     const int64_t *seq, *context;   /* [rows] each row's sequence and the keys it attends */
+    int64_t kv_bf16;                /* the caches hold bf16 (else fp32) */
     int64_t threads;
 } step_spec;
 
@@ -120,8 +123,17 @@ static void rope(float *x, int64_t heads, int64_t D, const float *cos, const flo
     }
 }
 
+/* D values of a K or V row into the cache at element `at`, in the cache's dtype. */
+static void store_kv(void *cache, int64_t bf16, int64_t at, const float *v, int64_t D) {
+    if (!bf16) {
+        memcpy((float *)cache + at, v, D * sizeof(float));
+        return;
+    }
+    for (int64_t d = 0; d < D; d++) ((uint16_t *)cache)[at + d] = bf16_bits(v[d]);
+}
+
 /* Rope on q and k, this step's K/V into the cache, q gathered for attention (thread 0). */
-static void rope_and_store(const layer_spec *L, const step_spec *s, float *cache, scratch *t) {
+static void rope_and_store(const layer_spec *L, const step_spec *s, void *cache, scratch *t) {
     const int64_t H = L->heads, KVH = L->kv_heads, D = L->head_dim;
     const int64_t width = (H + 2 * KVH) * D, plane = s->num_blocks * s->block_size * D;
     for (int64_t m = 0; m < s->rows; m++) {
@@ -129,13 +141,13 @@ static void rope_and_store(const layer_spec *L, const step_spec *s, float *cache
         rope(row, H + KVH, D, s->cos + m * D, s->sin + m * D);
         memcpy(t->q + m * H * D, row, H * D * sizeof(float));
         for (int64_t j = 0; j < KVH; j++) {
-            memcpy(cache + j * plane + s->slots[m] * D, row + (H + j) * D, D * sizeof(float));
-            memcpy(cache + (KVH + j) * plane + s->slots[m] * D, row + (H + KVH + j) * D, D * sizeof(float));
+            store_kv(cache, s->kv_bf16, j * plane + s->slots[m] * D, row + (H + j) * D, D);
+            store_kv(cache, s->kv_bf16, (KVH + j) * plane + s->slots[m] * D, row + (H + KVH + j) * D, D);
         }
     }
 }
 
-static void layer(const layer_spec *L, const step_spec *s, float *cache, float *x, scratch *t,
+static void layer(const layer_spec *L, const step_spec *s, void *cache, float *x, scratch *t,
                   spin_barrier *b, int64_t tid, int64_t nt) {
     const int64_t M = s->rows, K = L->hidden, I = L->intermediate, pairs = M * L->heads;
     if (tid == 0) {
@@ -147,9 +159,9 @@ static void layer(const layer_spec *L, const step_spec *s, float *cache, float *
     wait_all(b);
     if (tid == 0) rope_and_store(L, s, cache, t);
     wait_all(b);
-    paged_attention_pairs(t->q, cache, L->heads, L->kv_heads, L->head_dim, s->num_blocks, s->block_size,
-                          s->tables, s->width, s->seq, s->context, 1.f / sqrtf((float)L->head_dim), t->attn,
-                          pairs * tid / nt, pairs * (tid + 1) / nt);
+    paged_attention_pairs(t->q, cache, (int)s->kv_bf16, L->heads, L->kv_heads, L->head_dim, s->num_blocks,
+                          s->block_size, s->tables, s->width, s->seq, s->context, 1.f / sqrtf((float)L->head_dim),
+                          t->attn, pairs * tid / nt, pairs * (tid + 1) / nt);
     wait_all(b);
     if (tid == 0) quantize_rows(t->attn, M, L->o.k, t->qx, t->dx, t->sx);
     wait_all(b);
@@ -181,7 +193,7 @@ static void layer(const layer_spec *L, const step_spec *s, float *cache, float *
 
 /* Every layer on x (updated in place); caches[l] is layer l's paged cache. 0, or -1 where scratch
  * could not be allocated (x and the caches are then unchanged). */
-int decode_step(const layer_spec *layers, int64_t n_layers, const step_spec *s, float *const *caches, float *x) {
+int decode_step(const layer_spec *layers, int64_t n_layers, const step_spec *s, void *const *caches, float *x) {
     const layer_spec *L = layers;
     const int64_t M = s->rows, K = L->hidden, I = L->intermediate, q_width = L->heads * L->head_dim;
     const int64_t kmax = I > K ? (I > q_width ? I : q_width) : (K > q_width ? K : q_width);

@@ -48,6 +48,7 @@ class _Step(ctypes.Structure):
         *((name, ctypes.c_void_p) for name in ("cos", "sin", "slots", "tables")),
         *((name, ctypes.c_int64) for name in ("width", "num_blocks", "block_size")),
         *((name, ctypes.c_void_p) for name in ("seq", "context")),
+        ("kv_bf16", ctypes.c_int64),
         ("threads", ctypes.c_int64),
     ]
 
@@ -104,7 +105,8 @@ class FusedDecode:
             and not meta.prefills
             and x.shape[0] <= self.max_rows
             and x.device.type == "cpu"
-            and x.dtype == cache.dtype == torch.float32
+            and x.dtype == torch.float32
+            and cache.dtype in cpu_attention.KV_DTYPES
             and cache.is_contiguous()
             and cache.shape[-1] % cpu_attention.LANES == 0
             and p.block_tables.dtype == torch.int32
@@ -126,7 +128,7 @@ class FusedDecode:
         step = _Step(
             x.shape[0], cos.data_ptr(), sin.data_ptr(), meta.slot_mapping.data_ptr(), tables.data_ptr(),
             tables.shape[1], num_blocks, block_size, p.token_seq.data_ptr(), p.context_lens.data_ptr(),
-            torch.get_num_threads(),
+            int(kv_caches[0].dtype == torch.bfloat16), torch.get_num_threads(),
         )  # fmt: skip
         caches = (ctypes.c_void_p * len(kv_caches))(*(c.data_ptr() for c in kv_caches))
         x = x.contiguous()

@@ -126,9 +126,7 @@ static inline void grid_group(const float *v, void *out, int64_t at, int bf16) {
             ((float *)out)[at + j] = g;
             continue;
         }
-        uint32_t bits;
-        memcpy(&bits, &g, 4);
-        ((uint16_t *)out)[at + j] = (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
+        ((uint16_t *)out)[at + j] = bf16_bits(g);
     }
 #endif
 }

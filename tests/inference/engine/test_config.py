@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from core.settings.engine import EngineSettings
-from inference.config import EngineConfig, ModelConfig
+from inference.config import EngineConfig, ModelConfig, resolve_kv_cache_dtype
 
 
 @pytest.mark.unit
@@ -35,6 +35,7 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         cpu_packed_rows=0,
         enforce_eager=True,
         attention_backend="torch",
+        kv_cache_dtype="float16",
     )
     cfg = EngineConfig.from_settings(settings, tiny_llama, cache_dir=tmp_path)
     assert (cfg.block_size, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_chunk_size) == (
@@ -58,7 +59,7 @@ def test_from_settings_carries_every_knob(tiny_llama, tmp_path):
         4,
         0,
     )
-    assert cfg.enforce_eager and cfg.attention_backend == "torch"
+    assert cfg.enforce_eager and cfg.attention_backend == "torch" and cfg.kv_cache_dtype == "float16"
     assert EngineConfig.from_settings(EngineSettings(device="cpu"), tiny_llama).dtype == torch.float32
 
 
@@ -94,11 +95,28 @@ def test_every_engine_setting_reaches_the_engine():
         {"cpu_packed_rows": -1},
         {"attention_backend": "flash"},
         {"gguf_quantized": "yes"},
+        {"kv_cache_dtype": "int8"},
     ],
 )
 def test_bad_values_are_rejected(tiny_llama, bad):
     with pytest.raises(ValueError):
         EngineConfig(tiny_llama, **bad)
+
+
+@pytest.mark.unit
+def test_the_kv_cache_is_bf16_on_cpu_for_weights_kept_quantized(tiny_llama):
+    """auto: bf16 for a CPU engine serving 4/8-bit weights, the model's dtype otherwise; a dtype other
+    than the model's is refused off CPU (the GPU kernels read the model's)."""
+    cpu = EngineConfig(tiny_llama, device="cpu", dtype=torch.float32)
+    assert resolve_kv_cache_dtype(cpu, weights_kept_quantized=True) == torch.bfloat16
+    assert resolve_kv_cache_dtype(cpu, weights_kept_quantized=False) == torch.float32
+    cpu.kv_cache_dtype = "float32"
+    assert resolve_kv_cache_dtype(cpu, weights_kept_quantized=True) == torch.float32
+    cuda = EngineConfig(tiny_llama, device="cuda", dtype=torch.bfloat16)
+    assert resolve_kv_cache_dtype(cuda, weights_kept_quantized=True) == torch.bfloat16
+    cuda.kv_cache_dtype = "float32"
+    with pytest.raises(ValueError, match="CPU only"):
+        resolve_kv_cache_dtype(cuda, weights_kept_quantized=False)
 
 
 @pytest.mark.unit

@@ -51,6 +51,8 @@ CASES = {
     "uniform-decodes": [[40], [40]],
     "chunks": [[9, 10, 11], [30], [3, 4, 5, 6, 7, 8, 9, 10]],
 }
+# Contexts over several of the C kernel's tiles of 128 keys (its running softmax rescales across them).
+LONG = [[300], [129, 130]]
 
 
 def _paged_batch(contexts, tables, token_seq, context) -> PagedBatch:
@@ -77,21 +79,28 @@ def test_torch_paged_path_matches_plain_attention(case, heads):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("heads", [(4, 2), (9, 3), (4, 4)], ids=["gqa2", "gqa3", "mha"])
+@pytest.mark.parametrize("case", [*CASES, "long"])
+@pytest.mark.parametrize("heads", [(4, 2), (9, 3), (4, 4), (14, 2)], ids=["gqa2", "gqa3", "mha", "gqa7"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["one-thread", "all-threads"])
-def test_cpu_kernel_reads_the_pool_in_place_as_plain_attention(tmp_path, monkeypatch, case, heads, threaded):
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["fp32-cache", "bf16-cache"])
+def test_cpu_kernel_reads_the_pool_in_place_as_plain_attention(
+    tmp_path, monkeypatch, case, heads, threaded, kv_dtype
+):
+    """fp32 queries over an fp32 or bf16 pool (the engine's default for weights kept quantized), head
+    dims of one and of several 64-lane spans (the kernel's register blocks)."""
     if threaded:  # these steps are small enough for one thread; large ones split (token, head) tasks
         monkeypatch.setattr(cpu_attention, "PARALLEL_MIN_MACS", 0)
     if not cpu_attention.load(tmp_path):
         pytest.skip("no C compiler: the in-place CPU kernel cannot be built here")
-    contexts = CASES[case] + [[0]]  # context 0 (no keys) must come out as zeros
-    cache, tables, token_seq, context, q = _random_paged(64, 4, contexts, *heads, 16)
-    assert cpu_attention.serves(q, cache)
-    ours = cpu_attention.paged_attention_cpu(q, cache, tables, token_seq, context, int(context.max()))
-    want = _reference(cache, tables, token_seq[:-1], context[:-1], q[:-1])
-    torch.testing.assert_close(ours[:-1], want, atol=1e-5, rtol=1e-5)
-    assert not ours[-1].any()
+    contexts = (LONG if case == "long" else CASES[case]) + [[0]]  # context 0 (no keys): zeros
+    for dim in (16, 80, 128):
+        cache, tables, token_seq, context, q = _random_paged(256, 4, contexts, *heads, dim)
+        cache = cache.to(kv_dtype)
+        assert cpu_attention.serves(q, cache)
+        ours = cpu_attention.paged_attention_cpu(q, cache, tables, token_seq, context, int(context.max()))
+        want = _reference(cache.float(), tables, token_seq[:-1], context[:-1], q[:-1])
+        torch.testing.assert_close(ours[:-1], want, atol=1e-5, rtol=1e-5)
+        assert not ours[-1].any()
 
 
 @pytest.mark.unit

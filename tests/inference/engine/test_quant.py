@@ -209,6 +209,38 @@ def test_smollm2_quantized_greedy_outputs_agree_across_batch_sizes(quantized_eng
         _assert_greedy_agree(batched, single)
 
 
+@pytest.mark.slow
+def test_weights_kept_quantized_read_a_bf16_kv_cache_with_the_fp32_caches_outputs(
+    smollm2_path, model_cache, make_engine
+):
+    """A CPU engine serving 4/8-bit weights keeps K/V in bf16 by default (half the bytes a long context's
+    decode step reads); its greedy outputs agree with the same engine's over an fp32 cache, fused decode
+    steps and prefill chunks that read a cached prefix (chunks of 16 tokens) included."""
+    from inference.protocol import SamplingParams
+
+    engines = {
+        dtype: make_engine(
+            smollm2_path,
+            cache_dir=model_cache,
+            gguf_quantized=True,
+            kv_cache_dtype=dtype,
+            prefill_chunk_size=16,
+            kv_cache_memory_gb=0.05,
+        )
+        for dtype in ("auto", "float32")
+    }
+    for dtype, expected in (("auto", torch.bfloat16), ("float32", torch.float32)):
+        assert engines[dtype].kv_dtype == expected
+        assert all(cache.dtype == expected for cache in engines[dtype].runner.kv_caches)
+    texts = ["The capital of France is", "def fibonacci(n):", "Water boils at", "Once upon a time"]
+    tokenizer = engines["auto"].tokenizer
+    prompts = [tokenizer.encode(" ".join(texts[i:] + texts[:i]) * 3) for i in range(4)]
+    params = SamplingParams(max_tokens=16, temperature=0, ignore_eos=True)
+    runs = [_greedy_with_top2(engine, prompts, params) for engine in engines.values()]
+    for a, b in zip(*runs, strict=True):
+        _assert_greedy_agree(a, b)
+
+
 @pytest.fixture(scope="module")
 def q5_engine(smollm2_path, model_cache):
     """SmolLM2 with its o and gate/up projections requantised to Q5_0 (as most of Qwen2.5 0.5B's
