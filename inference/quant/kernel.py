@@ -61,8 +61,8 @@ class QuantWeight:
     mn: torch.Tensor | None  # fp32 [n, k / 32] (q4; q5 from Q5_1)
     source: str
     qh: torch.Tensor | None = None  # q5: int32 [n, k / 32], bit j the fifth bit of the group's weight j
-    # The same weight dequantized once, in bf16, for long chunks on CPUs that multiply bf16 natively
-    # (see models/linear.py); None elsewhere.
+    # The same weight dequantized once, in bf16 and oneDNN's blocked layout, for long chunks on CPUs
+    # that multiply bf16 natively (see models/linear.py `with_dense_copy`); None elsewhere.
     dense: torch.Tensor | None = None
 
     @property
