@@ -81,9 +81,9 @@ class EngineSettings(BaseModel):
         description="On CPU in fp32: keep a GGUF's 4/8-bit projections quantized and multiply them with "
         "our kernel (inference/quant/), reading ~5x fewer bytes per token than fp32 (activations are "
         "rounded to int8 per 32, as llama.cpp does; its greedy outputs match llama.cpp's more often than "
-        "fp32's do); perplexity +0.10% vs dequantised (--perplexity). Compared with llama-server and vLLM "
-        "on the same weights by benchmarks/engine.py --llamacpp / --vllm. auto: kept "
-        "quantized when the fp32 weights would pass 1 GB (Qwen2.5-0.5B and up), so the packaged SmolLM2 "
+        "fp32's do); perplexity within 1% of dequantised (benchmarks.engine --perplexity). Compared "
+        "with llama-server and vLLM on the same weights by benchmarks/engine.py --llamacpp / --vllm. auto: "
+        "kept quantized when the fp32 weights would pass 1 GB (Qwen2.5-0.5B and up), so the packaged SmolLM2 "
         "stays fp32, the precision the answer evals were measured at. False dequantizes to fp32 at load.",
     )
     device: str = Field(default="auto", description="torch device: auto, cpu, cuda, cuda:N.")
