@@ -9,6 +9,11 @@ admitted is the oldest waiting sequence of the tenant with the fewest running, s
 queued hundreds of sequences delays another's by at most the sequences already running. With one
 tenant (or none named) this is first come, first served.
 
+A waiting sequence whose next uncached block is one this step computes for another sequence (a
+system prompt shared by requests that arrived together) waits a step instead: then that block is in
+the prefix cache and it computes only what it does not share. Without this, every request admitted in
+the same step computed the shared prefix again.
+
 When the block pool cannot hold a running sequence's next tokens, the most recently admitted running
 sequence is preempted by recompute: its blocks are freed and it goes back to the front of the waiting
 queue with `num_computed_tokens = 0` (its prefix-cached blocks usually make the recompute cheap).
@@ -25,7 +30,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from inference.block_manager import BlockManager
+from inference.block_manager import BlockManager, chain_hash, root_hash
 from inference.model_runner import ScheduledBatch
 from inference.protocol import FinishReason
 from inference.sequence import SeqStatus, Sequence
@@ -93,6 +98,24 @@ class Scheduler:
             del seq.spec_token_ids[max(0, n - 1) :]
         return n
 
+    def _in_flight(self, scheduled: list[tuple[Sequence, int]]) -> set[bytes]:
+        """Hashes of the blocks of real tokens that `scheduled`'s chunks complete this step."""
+        bs, hashes = self.block_manager.block_size, set()
+        for seq, n in scheduled:
+            parent = seq.block_hashes[-1] if seq.block_hashes else root_hash(seq)
+            for i in range(len(seq.block_hashes), min(seq.num_computed_tokens + n, seq.num_tokens) // bs):
+                parent = chain_hash(parent, seq.token_ids[i * bs : (i + 1) * bs])
+                hashes.add(parent)
+        return hashes
+
+    def _follows(self, seq: Sequence, in_flight: set[bytes]) -> bool:
+        """Whether `seq`'s next block (past its prefix hit) could hit once this step's blocks are in."""
+        bs, i = self.block_manager.block_size, len(seq.block_hashes)
+        if (i + 1) * bs > seq.num_tokens - 1:  # match_prefix never hits the block of the last token
+            return False
+        parent = seq.block_hashes[-1] if seq.block_hashes else root_hash(seq)
+        return chain_hash(parent, seq.token_ids[i * bs : (i + 1) * bs]) in in_flight
+
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         seq.spec_token_ids = []
@@ -134,11 +157,20 @@ class Scheduler:
             i += 1
 
         # Admitting while preempting would only thrash: the freed blocks go to the running sequences.
+        order, deferred, in_flight = list(self.waiting), False, None
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self._next_waiting()
             looked_up = not seq.block_table
             if looked_up:
                 seq.num_computed_tokens = self.block_manager.match_prefix(seq)
+                if self.block_manager.enable_prefix_caching and scheduled:
+                    in_flight = self._in_flight(scheduled) if in_flight is None else in_flight
+                    if self._follows(seq, in_flight):  # next step it hits what this step computes
+                        self.block_manager.free(seq)
+                        seq.num_computed_tokens = 0
+                        self.waiting.remove(seq)
+                        deferred = True
+                        continue
             n = self._chunk(seq, budget)
             if not self.block_manager.allocate(seq, seq.num_computed_tokens + n):
                 self.block_manager.free(seq)
@@ -155,7 +187,11 @@ class Scheduler:
             self.running.append(seq)
             scheduled.append((seq, n))
             budget -= n
+            if in_flight is not None:
+                in_flight |= self._in_flight([(seq, n)])
 
+        if deferred:  # back in their places, for the next step
+            self.waiting = deque(s for s in order if s.status is SeqStatus.WAITING)
         if not scheduled:
             return None
         # Stable, shortest chunks first: decodes and verification chunks lead (attended together).

@@ -62,6 +62,28 @@ def test_shared_system_prompt_hits_the_cache(tiny_long, make_engine):
 
 
 @pytest.mark.unit
+def test_requests_arriving_together_compute_their_shared_prompt_once(tiny_long, make_engine):
+    """Eight requests with a 1,000-token system prompt, added at once: the first computes it (in chunks,
+    over several steps) while the others wait for each chunk's blocks and then hit them, so only the
+    first pays for the prefix; outputs as without the cache. Two other tenants' requests (salts) never
+    wait for each other's blocks."""
+    engine = make_engine(tiny_long, kv_cache_memory_gb=0.05)
+    ps = rag_prompts(engine.vocab_size, 8)
+    bs = engine.config.block_size
+    outs = run(engine, ps, [GREEDY] * 8)
+    assert [o.num_cached_tokens for o in outs] == [0] + [1000 // bs * bs] * 7
+    plain = make_engine(tiny_long, kv_cache_memory_gb=0.05, enable_prefix_caching=False)
+    assert [o.new_token_ids for o in outs] == [o.new_token_ids for o in run(plain, ps, [GREEDY] * 8)]
+
+    fresh = make_engine(tiny_long, kv_cache_memory_gb=0.05)
+    salted = [replace(GREEDY, cache_salt=tenant) for tenant in ("a", "b")]
+    fresh.add_request("a", ps[0], salted[0])
+    fresh.add_request("b", ps[1], salted[1])
+    assert len(fresh.scheduler.schedule().seqs) == 2  # both admitted in the first step
+    fresh.abort_all()
+
+
+@pytest.mark.unit
 def test_eviction_in_a_tiny_pool_never_corrupts_a_running_sequence(tiny_llama, make_engine):
     big = make_engine(tiny_llama, enable_prefix_caching=False)
     rng = random.Random(1)
@@ -120,9 +142,9 @@ def test_prefix_cache_counters_reach_the_metrics(tiny_llama, make_engine):
 
     engine = make_engine(tiny_llama)
     prompt = random.Random(3).choices(range(engine.vocab_size), k=40)
-    run(engine, [prompt, prompt], [GREEDY, GREEDY])  # admitted together: no hit
+    run(engine, [prompt, prompt], [GREEDY, GREEDY])  # added together: the second waits a step, then hits
     run(engine, [prompt], [GREEDY])
     text = generate_latest(ServingMetrics(engine).registry).decode()
     assert "groundwork:prefix_cache_queries_total 120.0" in text
-    assert "groundwork:prefix_cache_hits_total 32.0" in text
+    assert "groundwork:prefix_cache_hits_total 64.0" in text
     assert "groundwork:spec_decode_num_drafts_total 0.0" in text
