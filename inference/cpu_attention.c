@@ -21,9 +21,7 @@
 #ifdef __AVX2__
 /* Eight K or V values from element i of the pool, as fp32. */
 static inline __m256 kv8(const void *c, int64_t i, int bf16) {
-    if (!bf16) return _mm256_loadu_ps((const float *)c + i);
-    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)c + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return bf16 ? load_bf16((const uint16_t *)c + i) : _mm256_loadu_ps((const float *)c + i);
 }
 
 /* s[j] = scale * q . K[at[j]] for the tile's len keys, eight keys at a time: eight independent sums
@@ -86,11 +84,7 @@ static inline void weigh_values(float *o, float c, const float *w, const void *V
 }
 #else
 static inline float kv1(const void *c, int64_t i, int bf16) {
-    if (!bf16) return ((const float *)c)[i];
-    const uint32_t bits = (uint32_t)((const uint16_t *)c)[i] << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return bf16 ? from_bf16(((const uint16_t *)c)[i]) : ((const float *)c)[i];
 }
 
 static inline void scores(const float *q, const void *K, int bf16, const int64_t *at, int64_t len, int64_t D,

@@ -11,8 +11,21 @@ static inline uint16_t bf16_bits(float f) {
     return (uint16_t)((bits + 0x7FFF + (bits >> 16 & 1)) >> 16);
 }
 
+/* bf16 bits to fp32 (exact). */
+static inline float from_bf16(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 #ifdef __AVX2__
 #include <immintrin.h>
+
+/* Eight bf16 values to fp32 (exact). */
+static inline __m256 load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

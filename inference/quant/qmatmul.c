@@ -14,17 +14,9 @@
 #include <string.h>
 #include "../simd.h"
 
-/* The group's scale d = max|v| / 127 and its inverse (0 for an all-zero group). */
 /* Rows shorter than this many values in all are quantized on the calling thread: waking a sleeping
  * OpenMP worker (OMP_WAIT_POLICY=PASSIVE) costs more than the pass over a decode batch takes. */
 #define PARALLEL_MIN_VALUES (1 << 17)
-
-static inline float from_bf16(uint16_t h) {
-    const uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 
 #ifdef __AVX2__
 /* One group of 32 on the int8 grid: q = round(v / d), half to even, in q[4] (as floats), and the
@@ -53,10 +45,6 @@ static inline __m128i to_bf16(__m256 f) {
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
     b = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
     return _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
-}
-
-static inline __m256 load_bf16(const uint16_t *p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
 #else
