@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,7 +34,9 @@ from pathlib import Path
 
 # NOTE: before torch loads (as cli/main.py): OpenMP threads spin-waiting at barriers starve each other
 # on a shared CPU and made HF `generate` ~10x slower with 2 threads, which would flatter our engine.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Not against a peer server (no HF there): ours then runs as `groundwork engine serve` does.
+if not {"--llamacpp", "--vllm"} & set(sys.argv):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 import typer

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+import psutil
 import torch
 from rich.console import Console
 from rich.table import Table
@@ -51,6 +52,10 @@ TARGETS = {
 # either system varied by 1.5x between runs (SmolLM2: 100-170 tok/s for the same code): it runs this
 # many times, alternating, and the median run counts (every run's figure is in the JSON).
 REPEATS = {"decode_1": 5}
+# NOTE: vLLM's CPU server keeps computing for about a second after its last request (~1 core-second,
+# measured with its workers' CPU times), which landed on the next system's run: chat_32 TTFT 0.66 s for
+# ours right after a vLLM run, 0.55 s after a pause. Every run waits until the machine is idle first.
+QUIET_PERCENT, QUIET_MAX_S = 10.0, 10.0
 
 
 class Peer(Protocol):
@@ -151,6 +156,13 @@ def _workloads(tokenizer, quick: bool) -> dict[str, tuple[list[list[int]], int]]
     }
 
 
+def _quiet() -> None:
+    """Until the whole machine's CPU is under QUIET_PERCENT over a 0.25 s window (QUIET_MAX_S at most)."""
+    deadline = time.monotonic() + QUIET_MAX_S
+    while psutil.cpu_percent(interval=0.25) > QUIET_PERCENT and time.monotonic() < deadline:
+        pass
+
+
 def _row(
     engine: AsyncLLMEngine,
     peer: Peer,
@@ -166,6 +178,7 @@ def _row(
     runs: dict[str, list] = {system: [] for system in order}
     for r in range(rounds):
         for system in order if r % 2 == 0 else order[::-1]:
+            _quiet()
             coro = _ours(engine, prompts, n) if system == "ours" else _theirs(peer, url, prompts, n)
             runs[system].append(asyncio.run(coro))
     row = {}

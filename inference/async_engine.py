@@ -50,10 +50,16 @@ class AsyncLLMEngine:
     def __init__(
         self, config: EngineConfig, model_name: str | None = None, foreground: Foreground | None = None
     ) -> None:
-        self.engine = LLMEngine(config)
+        self.thread_nice = config.thread_nice
+        self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._streams: dict[str, _Stream] = {}
+        self._pending_adds = 0
+        self._lock = threading.Lock()  # guards _streams and _pending_adds between caller and engine threads
+        self._thread: threading.Thread | None = None
         # Interactive requests this engine steps aside for (inference/foreground.py): on CPU only,
         # where they share the cores with it.
         self.foreground = foreground if config.device.type == "cpu" else None
+        self._load(config)  # sets self.engine
         if self.foreground is not None:
             self.engine.model.between_layers = self.foreground.wait
         self.tokenizer = self.engine.tokenizer
@@ -62,12 +68,38 @@ class AsyncLLMEngine:
         # The model's size, for callers that adapt to it (quote answers from small generators).
         self.num_parameters = sum(p.numel() for p in self.engine.model.parameters())
         self._max_waiting = config.max_waiting
-        self.thread_nice = config.thread_nice
-        self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self._streams: dict[str, _Stream] = {}
-        self._pending_adds = 0
-        self._lock = threading.Lock()  # guards _streams and _pending_adds between caller and engine threads
-        self._thread: threading.Thread | None = None
+
+    def _load(self, config: EngineConfig) -> None:
+        """`self.engine`, built on the thread that will step it (started here); raises its loading error.
+
+        NOTE: GNU OpenMP keeps one worker team per thread that starts parallel work, and once a
+        process holds more of its threads than there are CPUs, every team's workers stop spinning
+        between parallel regions and sleep at once (libgomp's throttled spin): each matmul then pays
+        a futex wake-up. Loading on the caller's thread left a second team behind it, and a 32-row
+        decode step on the engine thread took 56 ms instead of 40 (SmolLM2, 2 cores): the engine's
+        thread does all of its torch work, so a process that only serves (`groundwork engine serve`,
+        the benchmarks) has that one team."""
+        failed: list[BaseException] = []
+        ready = threading.Event()
+
+        def run() -> None:
+            self._renice()
+            try:
+                self.engine = LLMEngine(config)
+            except BaseException as e:  # re-raised on the caller's thread
+                failed.append(e)
+                return
+            finally:
+                ready.set()
+            self._loop()
+
+        self._thread = threading.Thread(target=run, name="groundwork-engine", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failed:
+            self._thread.join()
+            self._thread = None
+            raise failed[0]
 
     @classmethod
     def from_settings(
@@ -86,8 +118,9 @@ class AsyncLLMEngine:
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Run the step loop (it runs from construction on; again after `shutdown`)."""
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="groundwork-engine", daemon=True)
+            self._thread = threading.Thread(target=self._restarted, name="groundwork-engine", daemon=True)
             self._thread.start()
 
     def shutdown(self) -> None:
@@ -165,11 +198,17 @@ class AsyncLLMEngine:
 
     # -- engine thread -------------------------------------------------------------------------------
 
-    def _loop(self) -> None:
+    def _renice(self) -> None:
         if self.thread_nice and sys.platform == "linux":
             # NOTE: on Linux nice() is per thread, and the OpenMP team this thread starts at its first
             # parallel op inherits it: the engine's matmul threads yield too, the API's own stay.
             os.nice(self.thread_nice)
+
+    def _restarted(self) -> None:
+        self._renice()
+        self._loop()
+
+    def _loop(self) -> None:
         while True:
             if not self._drain_commands(block=not self.engine.has_unfinished()):
                 self._deliver(self.engine.abort_all())  # streams end with finish_reason "abort"

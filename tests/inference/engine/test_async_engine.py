@@ -236,3 +236,30 @@ def test_generation_yields_the_cpu_and_the_callers_threads_keep_their_priority(s
         assert base + 3 in nices.values(), nices
     finally:
         engine.shutdown()
+
+
+@pytest.mark.unit
+def test_the_engine_thread_loads_and_steps_the_model(monkeypatch, make_async, tiny_llama):
+    """All of the engine's torch work on its one thread (see AsyncLLMEngine._load); a loading error
+    still raises from the constructor."""
+    import inference.async_engine as module
+
+    seen: dict[str, set[threading.Thread]] = {"load": set(), "step": set()}
+
+    class Recorded(module.LLMEngine):
+        def __init__(self, config: EngineConfig) -> None:
+            seen["load"].add(threading.current_thread())
+            super().__init__(config)
+
+        def step(self):
+            seen["step"].add(threading.current_thread())
+            return super().step()
+
+    monkeypatch.setattr(module, "LLMEngine", Recorded)
+    engine = make_async()
+    asyncio.run(collect(engine, "a", [1, 2, 3], GREEDY))
+    assert seen["load"] == seen["step"] == {engine._thread}
+    assert engine._thread is not threading.main_thread()
+
+    with pytest.raises(FileNotFoundError):
+        AsyncLLMEngine(EngineConfig(tiny_llama.parent / "missing", device="cpu"))
