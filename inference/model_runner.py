@@ -15,6 +15,8 @@ import torch
 
 from inference.attention import (
     PAGED_MAX_QUERIES,
+    PAGED_SHORT_CONTEXT,
+    PAGED_SHORT_QUERIES,
     AttentionMetadata,
     PagedBatch,
     PrefillChunk,
@@ -57,7 +59,7 @@ class HostInputs:
     starts: np.ndarray  # [S] first flat token of each sequence
     counts: np.ndarray  # [S] tokens of each sequence
     logit_rows: np.ndarray  # flat tokens whose logits are returned
-    num_paged_seqs: int  # the first sequences, with chunks of at most PAGED_MAX_QUERIES tokens
+    num_paged_seqs: int  # the first sequences, whose chunks take the paged path (`num_paged`)
 
     @property
     def is_decode(self) -> bool:
@@ -104,8 +106,16 @@ def host_inputs(batch: ScheduledBatch, block_size: int) -> HostInputs:
         starts,
         counts,
         np.array(rows, dtype=np.int64),
-        int(np.searchsorted(counts, PAGED_MAX_QUERIES, side="right")),
+        num_paged(counts, positions[starts + counts - 1] + 1),
     )
+
+
+def num_paged(counts: np.ndarray, ends: np.ndarray) -> int:
+    """How many of the first sequences (ordered by chunk length) take the paged path: chunks of at most
+    PAGED_MAX_QUERIES tokens, or short ones over short contexts (see attention.py)."""
+    short = (counts <= PAGED_SHORT_QUERIES) & (ends <= PAGED_SHORT_CONTEXT)
+    paged = (counts <= PAGED_MAX_QUERIES) | short
+    return len(paged) if paged.all() else int(np.argmin(paged))
 
 
 class ModelRunner:

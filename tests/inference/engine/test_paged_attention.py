@@ -7,13 +7,22 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from inference import cpu_attention
-from inference.attention import PagedBatch, _paged_torch, select_backend
-from inference.model_runner import ModelRunner
+from inference import attention, cpu_attention
+from inference.attention import (
+    AttentionMetadata,
+    PagedBatch,
+    PrefillChunk,
+    _paged_torch,
+    build_chunk_mask,
+    paged_attention,
+    select_backend,
+)
+from inference.model_runner import ModelRunner, num_paged
 from inference.protocol import SamplingParams
 from tests.inference.engine.conftest import assert_no_leaks
 
@@ -164,3 +173,46 @@ def test_cpu_engines_use_the_torch_backend_without_graphs(tiny_llama, make_engin
     assert cpu_attention.serves(q, cache) == (cpu_attention.compiled(cpu_attention.SOURCE, None) is not None)
     with pytest.raises(ValueError, match="needs a CUDA device"):
         select_backend("triton", torch.device("cpu"), 64)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("bf16_prefill", [False, True], ids=["fp32-attention", "bf16-attention"])
+def test_prefill_chunks_over_a_bf16_cache(monkeypatch, bf16_prefill):
+    """A first chunk (its own K/V) and a later one (its prefix read from the pool) of one sequence
+    against attention over the pool's bf16 K/V; on CPUs with native bf16 they attend in bf16
+    (`attention._bf16_prefill`), which stays within bf16 rounding of it."""
+    monkeypatch.setattr(attention, "_bf16_prefill", lambda: bf16_prefill)
+    heads, kv_heads, dim, block_size, first, later = 9, 3, 64, 16, 40, 24
+    g = torch.Generator().manual_seed(0)
+    cache = torch.zeros(2, kv_heads, 8, block_size, dim, dtype=torch.bfloat16)
+    blocks = torch.tensor([5, 2, 7, 0], dtype=torch.int32)
+    q, k, v = (torch.randn(first + later, n, dim, generator=g) for n in (heads, kv_heads, kv_heads))
+    slots = (blocks.long()[:, None] * block_size + torch.arange(block_size)).flatten()
+    out = torch.empty_like(q)
+    for start, end in ((0, first), (first, first + later)):
+        chunk = PrefillChunk(
+            0,
+            end - start,
+            start,
+            blocks,
+            None if start == 0 else build_chunk_mask(start, end - start, q.device),
+        )
+        meta = AttentionMetadata(slots[start:end], prefills=[chunk])
+        out[start:end] = paged_attention(q[start:end], k[start:end], v[start:end], cache, meta)
+    kb, vb = (t.bfloat16().float().transpose(0, 1).repeat_interleave(heads // kv_heads, 0) for t in (k, v))
+    want = F.scaled_dot_product_attention(q.transpose(0, 1), kb, vb, is_causal=True).transpose(0, 1)
+    # in fp32 the first chunk attends its K/V unrounded, the later one exactly the pool's
+    assert (out - want).abs().max().item() < 3e-2
+    later_error = (out[first:] - want[first:]).abs().max().item()
+    assert later_error > 1e-5 if bf16_prefill else later_error < 1e-5
+
+
+@pytest.mark.unit
+def test_short_chunks_over_short_contexts_take_the_paged_path():
+    """Sequences ordered by chunk length: the paged group is the leading run of chunks up to 16 tokens
+    or short ones ending within a short context (a burst of chat prompts); the first other ends it."""
+    counts, ends = np.array([1, 1, 24, 24, 40, 300]), np.array([50, 900, 60, 70, 800, 300])
+    assert num_paged(counts, ends) == 4
+    assert num_paged(np.array([16, 17]), np.array([2000, 2000])) == 1
+    assert num_paged(np.array([20, 30]), np.array([40, 50])) == 2
+    assert num_paged(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) == 0
