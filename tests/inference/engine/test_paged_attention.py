@@ -179,7 +179,7 @@ def test_cpu_engines_use_the_torch_backend_without_graphs(tiny_llama, make_engin
 @pytest.mark.parametrize("bf16_prefill", [False, True], ids=["fp32-attention", "bf16-attention"])
 def test_prefill_chunks_over_a_bf16_cache(monkeypatch, bf16_prefill):
     """A first chunk (its own K/V) and a later one (its prefix read from the pool) of one sequence
-    against attention over the pool's bf16 K/V; on CPUs with native bf16 they attend in bf16
+    against attention over the pool's bf16 K/V; on CPUs with AMX they attend in bf16
     (`attention._bf16_prefill`), which stays within bf16 rounding of it."""
     monkeypatch.setattr(attention, "_bf16_prefill", lambda: bf16_prefill)
     heads, kv_heads, dim, block_size, first, later = 9, 3, 64, 16, 40, 24
