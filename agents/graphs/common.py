@@ -132,9 +132,14 @@ def over_budget(state: RunState, deps: AgentDeps) -> str | None:
     usage = state.get("usage", {})
     if usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) >= deps.budgets.max_tokens:
         return f"token budget of {deps.budgets.max_tokens} spent"
-    if usage.get("tool_calls", 0) >= deps.budgets.max_steps:
+    if steps_spent(state, deps):
         return f"step budget of {deps.budgets.max_steps} tool calls spent"
     return None
+
+
+def steps_spent(state: RunState, deps: AgentDeps) -> bool:
+    """Whether the run's tool calls reached the step budget (LLM turns may still be affordable)."""
+    return state.get("usage", {}).get("tool_calls", 0) >= deps.budgets.max_steps
 
 
 def repeats(state: RunState, call: ToolCall) -> int:
@@ -281,6 +286,16 @@ def merge_updates(*updates: dict) -> dict:
             else:
                 out[key] = value
     return out
+
+
+async def spent(state: RunState, deps: AgentDeps, messages: list[dict], reason: str) -> dict:
+    """The end of a run whose budget `reason` is spent. NOTE: with only the tool calls spent, not the
+    tokens, the observations gathered may hold the answer (a model that fans out searches spends its
+    steps before it ever answers): one turn that may only call final_answer comes first."""
+    if not steps_spent(state, deps):
+        return stop("budget_exhausted", reason)
+    forced, answered = await forced_answer(state, deps, messages)
+    return forced if answered else merge_updates(forced, stop("budget_exhausted", reason))
 
 
 async def forced_answer(state: RunState, deps: AgentDeps, messages: list[dict]) -> tuple[dict, bool]:

@@ -28,6 +28,7 @@ from agents.graphs.common import (
     llm_turn,
     merge_updates,
     over_budget,
+    spent,
     stop,
 )
 from agents.tools import final_answer_tool
@@ -113,8 +114,6 @@ async def executor(state: PlanExecuteState, config: RunnableConfig) -> dict:
 
 async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
-    if reason := over_budget(state, deps):
-        return stop("budget_exhausted", reason)
     done = "\n".join(f"- {p['step']}: {p['result']}" for p in state.get("past_steps", []))
     left = "\n".join(f"- {s}" for s in state.get("plan", [])) or "(none)"
     sources = "\n".join(f"[{s['number']}] {s['title']}" for s in state.get("sources", {}).values())
@@ -125,6 +124,8 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
         *examples.REPLANNER,
         {"role": "user", "content": content},
     ]
+    if reason := over_budget(state, deps):
+        return await spent(state, deps, messages, reason)
     turn, update = await llm_turn(deps, "replanner", messages, tools)
     if final := final_call(turn):
         return merge_updates(update, finish({**state, **update}, final))

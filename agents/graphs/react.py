@@ -28,6 +28,7 @@ from agents.graphs.common import (
     over_budget,
     repeats,
     run_calls,
+    spent,
     stop,
 )
 from agents.tools import FINAL_ANSWER, not_an_answer
@@ -48,14 +49,14 @@ class ReactState(RunState, total=False):
 
 async def agent(state: ReactState, config: RunnableConfig) -> dict:
     deps = deps_of(config)
-    if reason := over_budget(state, deps):
-        return stop("budget_exhausted", reason)
     messages = [
         {"role": "system", "content": SYSTEM},
         *examples.REACT,
         {"role": "user", "content": state["task"]},
         *state.get("messages", []),
     ]
+    if reason := over_budget(state, deps):
+        return await spent(state, deps, messages, reason)
     turn, update = await llm_turn(deps, "agent", messages, deps.offered(), parallel=True)
     for c in turn.tool_calls:
         if c.name == FINAL_ANSWER and c.error is None and (why := not_an_answer(c.arguments)):

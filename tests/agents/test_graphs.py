@@ -145,10 +145,17 @@ def test_loop_guard_stops_repeated_calls():
     assert out["finish_reason"] == "budget_exhausted" and "loop" in out["detail"]
 
 
-def test_step_budget_stops_the_run():
+def test_spent_steps_end_with_an_answer_from_the_observations():
+    searches = [("calculator", {"expression": f"{i}+1"}) for i in range(3)]
+    model = ScriptedModel(searches[:2], searches[2:], ("final_answer", {"answer": "1, 2, 3", "sources": []}))
+    _, _, out = run("react", deps(model, max_steps=3))
+    assert out["finish_reason"] == "answered" and out["answer"] == "1, 2, 3"
+    assert out["usage"]["tool_calls"] == 3 and model.seen[-1][1:] == (["final_answer"], "final_answer")
+    # a model that will not answer even then: the run stops, saying why
     model = ScriptedModel(*[("calculator", {"expression": f"{i}+1"}) for i in range(9)])
     _, _, out = run("react", deps(model, max_steps=3))
     assert out["finish_reason"] == "budget_exhausted" and out["usage"]["tool_calls"] == 3
+    assert "step budget" in out["detail"] and out.get("answer") is None
 
 
 def test_client_tool_interrupts_and_resumes_with_the_output():

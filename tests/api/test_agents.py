@@ -105,10 +105,10 @@ def test_reviewed_plan_runs_and_a_raising_tool_is_an_observation(client, qa_coll
     assert done["finish_reason"] == "answered" and done["plan"][0]["tool"] == "read_chunk", done
 
 
-def test_step_budget_stops_the_agent(client, qa_collection):
+def test_spent_steps_end_the_agent_with_an_answer(client, qa_collection):
     run = _run(client, agent="react", tools=["search"], budgets={"max_steps": 1, "max_repeats": 10})
-    assert run["finish_reason"] == "budget_exhausted" and "step budget" in run["detail"], run
-    assert run["usage"]["tool_calls"] == 1 and run["answer"] is None
+    assert run["finish_reason"] == "answered" and run["answer"], run
+    assert run["usage"]["tool_calls"] == 1, run  # no search past the budget, only the answer
 
 
 def test_streamed_run_sends_plan_calls_results_and_final(client, qa_collection):
