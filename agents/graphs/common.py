@@ -129,12 +129,16 @@ async def llm_turn(
 
 
 def over_budget(state: RunState, deps: AgentDeps) -> str | None:
-    usage = state.get("usage", {})
-    if usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) >= deps.budgets.max_tokens:
+    if tokens_spent(state, deps):
         return f"token budget of {deps.budgets.max_tokens} spent"
     if steps_spent(state, deps):
         return f"step budget of {deps.budgets.max_steps} tool calls spent"
     return None
+
+
+def tokens_spent(state: RunState, deps: AgentDeps) -> bool:
+    usage = state.get("usage", {})
+    return usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) >= deps.budgets.max_tokens
 
 
 def steps_spent(state: RunState, deps: AgentDeps) -> bool:
@@ -292,7 +296,7 @@ async def spent(state: RunState, deps: AgentDeps, messages: list[dict], reason: 
     """The end of a run whose budget `reason` is spent. NOTE: with only the tool calls spent, not the
     tokens, the observations gathered may hold the answer (a model that fans out searches spends its
     steps before it ever answers): one turn that may only call final_answer comes first."""
-    if not steps_spent(state, deps):
+    if tokens_spent(state, deps) or not steps_spent(state, deps):
         return stop("budget_exhausted", reason)
     forced, answered = await forced_answer(state, deps, messages)
     return forced if answered else merge_updates(forced, stop("budget_exhausted", reason))

@@ -119,7 +119,8 @@ def test_an_agent_turn_without_a_valid_call_is_made_by_the_next_model(cascade_cl
 def test_a_run_without_an_answer_is_run_again_by_the_next_model(cascade_client, settings):
     small = settings.llm_model
     before = escalations(cascade_client, "agent").get((small, "no_answer:budget_exhausted"), 0)
-    budgets = {"max_steps": 1, "max_repeats": 10}  # one search, then no step is left for an answer
+    # one search, and the first turn spends the tokens: no answer turn follows
+    budgets = {"max_steps": 1, "max_tokens": 100, "max_repeats": 10}
     run = cascade_client.post(
         "/v1/agents/runs",
         json={"agent": "react", "input": QUESTION, "collections": ["qa-docs"], "budgets": budgets},
