@@ -17,7 +17,6 @@ A step's tokens come in two groups (the scheduler orders sequences by chunk leng
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from inference import cpu_attention
-from inference.quant.kernel import cpu_flags
+from inference.quant.kernel import has_amx
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +94,11 @@ def select_backend(requested: str, device: torch.device, head_dim: int) -> str:
     return "triton"
 
 
-@functools.cache
 def _bf16_prefill() -> bool:
     """Whether prefill chunks over a bf16 cache attend in bf16 (see `paged_attention`): only with AMX.
     NOTE: measured on Qwen 0.5B RAG prefills, 2 cores: 2.3-2.7x the fp32 kernel with AMX, but 0-7% slower
     with AVX-512 BF16 alone (Zen 4), and emulated bf16 is slower still."""
-    return "amx_bf16" in cpu_flags()
+    return has_amx()
 
 
 def build_chunk_mask(pos0: int, num_queries: int, device: torch.device) -> torch.Tensor:

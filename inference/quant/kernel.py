@@ -43,6 +43,12 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+@cache
+def has_amx() -> bool:
+    """Whether this CPU has AMX tiles for bf16, through which oneDNN multiplies (read once)."""
+    return "amx_bf16" in cpu_flags()
+
+
 def native_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), which oneDNN uses through torch:
     measured 2.5x fp32 sgemm on long chunks (2 cores, Zen 4). Without it bf16 is emulated: slower."""

@@ -192,18 +192,112 @@ static inline float offset(const float *d, const float *mn, int64_t g) {
     return mn ? mn[g] : -16.f * d[g];
 }
 
+#ifdef __AVX2__
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+/* NOTE: where the CPU has 512-bit VNNI, two groups go through each integer dot product and each
+ * scaling FMA (half the instructions of a decode batch), and the two halves of the sums are folded
+ * before the last group of an odd count: another summation order than AVX2's, the same on every path. */
+#define PAIRED 1
+/* Groups g and g + 1's 64 weights as bytes: q4, or q5 where there are fifth bits. */
+static inline __m512i unpack2(const uint8_t *qs, const uint32_t *qh, int64_t g) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(qs + g * 16)), h = _mm256_srli_epi16(b, 4);
+    /* 128-bit lanes: group g's low nibbles and its high ones, then group g + 1's */
+    __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(b, h, 0x20)),
+                                   _mm256_permute2x128_si256(b, h, 0x31), 1);
+    q = _mm512_and_si512(q, _mm512_set1_epi8(0xF));
+    if (qh) q = _mm512_or_si512(q, _mm512_maskz_mov_epi8((__mmask64)qh[g] | (__mmask64)qh[g + 1] << 32,
+                                                          _mm512_set1_epi8(16)));
+    return q;
+}
+
+/* v[0] in lanes 0-7, v[1] in lanes 8-15. */
+static inline __m512 pair(const float *v) {
+    /* two broadcast loads and a blend: no shuffle, whose port the FMAs need */
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(v[0]), _mm512_set1_ps(v[1]));
+}
+
+static inline __m256 fold(__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+#endif
+
+/* R activation rows (K apart) against one weight row, each weight group loaded and unpacked once for
+ * all R (a batched decode step is bound by these instructions, not by reading the weights). Every row
+ * gets the same operations in the same order whatever R: the same floats. */
+static inline void dot_q4_rows(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn,
+                               const int8_t *qx, const float *dx, const float *sx, int64_t K, int64_t G, const int R,
+                               float *out) {
+    __m256 acc[4];
+    int64_t g = 0;
+#ifdef PAIRED
+    __m512 wide[4];
+    for (int r = 0; r < R; r++) wide[r] = _mm512_setzero_ps();
+    for (; g + 2 <= G; g += 2) {
+        const __m512i q = unpack2(qs, qh, g);
+        const __m512 dw = pair(d + g);
+        for (int r = 0; r < R; r++) {
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(qx + r * K + g * 32));
+            wide[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, pair(dx + r * G + g)), _mm512_cvtepi32_ps(p), wide[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) acc[r] = fold(wide[r]);
+#else
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+#endif
+    for (; g < G; g++) {
+        const __m256i q = unpack(qs, qh, g);
+        for (int r = 0; r < R; r++) {
+            const __m256i p = dot_u8s8(q, _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32)));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float extra = 0.f;
+        for (int64_t j = 0; j < G; j++) extra += offset(d, mn, j) * sx[r * G + j];
+        out[r] = hsum(acc[r]) + extra;
+    }
+}
+
+static inline void dot_q8_rows(const int8_t *qw, const float *d, const int8_t *qx, const float *dx, int64_t K,
+                               int64_t G, const int R, float *out) {
+    __m256 acc[4];
+    int64_t g = 0;
+#ifdef PAIRED
+    __m512 wide[4];
+    for (int r = 0; r < R; r++) wide[r] = _mm512_setzero_ps();
+    for (; g + 2 <= G; g += 2) {
+        const __m512i w = _mm512_loadu_si512(qw + g * 32), aw = _mm512_abs_epi8(w);
+        const __mmask64 neg = _mm512_movepi8_mask(w);
+        const __m512 dw = pair(d + g);
+        for (int r = 0; r < R; r++) {
+            const __m512i x = _mm512_loadu_si512(qx + r * K + g * 32);
+            /* |w| * (x * sign(w)), as below */
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw,
+                                                  _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x));
+            wide[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, pair(dx + r * G + g)), _mm512_cvtepi32_ps(p), wide[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) acc[r] = fold(wide[r]);
+#else
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+#endif
+    for (; g < G; g++) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(qw + g * 32));
+        const __m256i aw = _mm256_sign_epi8(w, w);
+        for (int r = 0; r < R; r++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32));
+            /* |w| * (x * sign(w)): one operand must be unsigned; |w| <= 127 fits */
+            const __m256i p = dot_u8s8(aw, _mm256_sign_epi8(x, w));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = hsum(acc[r]);
+}
+#else
 static float dot_q4(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn, const int8_t *qx,
                     const float *dx, const float *sx, int64_t G) {
     float extra = 0.f;
     for (int64_t g = 0; g < G; g++) extra += offset(d, mn, g) * sx[g];
-#ifdef __AVX2__
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < G; g++) {
-        const __m256i p = dot_u8s8(unpack(qs, qh, g), _mm256_loadu_si256((const __m256i *)(qx + g * 32)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[g]), _mm256_cvtepi32_ps(p), acc);
-    }
-    return hsum(acc) + extra;
-#else
     float acc = 0.f;
     for (int64_t g = 0; g < G; g++) {
         const uint32_t h = qh ? qh[g] : 0;
@@ -214,21 +308,9 @@ static float dot_q4(const uint8_t *qs, const uint32_t *qh, const float *d, const
         acc += d[g] * dx[g] * (float)s;
     }
     return acc + extra;
-#endif
 }
 
 static float dot_q8(const int8_t *qw, const float *d, const int8_t *qx, const float *dx, int64_t G) {
-#ifdef __AVX2__
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < G; g++) {
-        const __m256i w = _mm256_loadu_si256((const __m256i *)(qw + g * 32));
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(qx + g * 32));
-        /* |w| * (x * sign(w)): one operand must be unsigned; |w| <= 127 fits */
-        const __m256i p = dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[g]), _mm256_cvtepi32_ps(p), acc);
-    }
-    return hsum(acc);
-#else
     float acc = 0.f;
     for (int64_t g = 0; g < G; g++) {
         int s = 0;
@@ -236,43 +318,6 @@ static float dot_q8(const int8_t *qw, const float *d, const int8_t *qx, const fl
         acc += d[g] * dx[g] * (float)s;
     }
     return acc;
-#endif
-}
-
-#ifdef __AVX2__
-/* Four activation rows (K apart) against one weight row, each weight group loaded and unpacked once
- * for the four (a batched decode step is bound by these instructions, not by reading the weights).
- * Every row gets the operations of dot_q4 / dot_q8 in their order: the same floats. */
-static void dot_q4_x4(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn, const int8_t *qx,
-                      const float *dx, const float *sx, int64_t K, int64_t G, float out[4]) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t g = 0; g < G; g++) {
-        const __m256i q = unpack(qs, qh, g);
-        for (int r = 0; r < 4; r++) {
-            const __m256i p = dot_u8s8(q, _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32)));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
-        }
-    }
-    for (int r = 0; r < 4; r++) {
-        float extra = 0.f;
-        for (int64_t g = 0; g < G; g++) extra += offset(d, mn, g) * sx[r * G + g];
-        out[r] = hsum(acc[r]) + extra;
-    }
-}
-
-static void dot_q8_x4(const int8_t *qw, const float *d, const int8_t *qx, const float *dx, int64_t K, int64_t G,
-                      float out[4]) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t g = 0; g < G; g++) {
-        const __m256i w = _mm256_loadu_si256((const __m256i *)(qw + g * 32));
-        const __m256i aw = _mm256_sign_epi8(w, w);
-        for (int r = 0; r < 4; r++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32));
-            const __m256i p = dot_u8s8(aw, _mm256_sign_epi8(x, w));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
-        }
-    }
-    for (int r = 0; r < 4; r++) out[r] = hsum(acc[r]);
 }
 #endif
 
@@ -289,12 +334,18 @@ void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, i
         const float *wmn = mn ? mn + n * G : NULL;
         int64_t m = 0;
 #ifdef __AVX2__
-        for (float o[4]; m + 4 <= M; m += 4) {
-            dot_q4_x4(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, o);
+        float o[4];
+        for (; m + 4 <= M; m += 4) {
+            dot_q4_rows(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, 4, o);
             for (int r = 0; r < 4; r++) y[(m + r) * N + n] = b + o[r];
         }
-#endif
+        for (; m < M; m++) {
+            dot_q4_rows(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, 1, o);
+            y[m * N + n] = b + o[0];
+        }
+#else
         for (; m < M; m++) y[m * N + n] = b + dot_q4(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, G);
+#endif
     }
 }
 
@@ -305,12 +356,18 @@ void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const i
         const float b = bias ? bias[n] : 0.f;
         int64_t m = 0;
 #ifdef __AVX2__
-        for (float o[4]; m + 4 <= M; m += 4) {
-            dot_q8_x4(qw + n * K, d + n * G, qx + m * K, dx + m * G, K, G, o);
+        float o[4];
+        for (; m + 4 <= M; m += 4) {
+            dot_q8_rows(qw + n * K, d + n * G, qx + m * K, dx + m * G, K, G, 4, o);
             for (int r = 0; r < 4; r++) y[(m + r) * N + n] = b + o[r];
         }
-#endif
+        for (; m < M; m++) {
+            dot_q8_rows(qw + n * K, d + n * G, qx + m * K, dx + m * G, K, G, 1, o);
+            y[m * N + n] = b + o[0];
+        }
+#else
         for (; m < M; m++) y[m * N + n] = b + dot_q8(qw + n * K, d + n * G, qx + m * K, dx + m * G, G);
+#endif
     }
 }
 
