@@ -113,6 +113,16 @@ static inline void weigh_values(float *o, float c, const float *w, const void *V
 }
 #endif
 
+/* Blocks [from, to) of a block table, K and V (span bytes each), on their way to the cache. */
+static inline void prefetch_blocks(const void *K, const void *V, const int32_t *blocks, int64_t from, int64_t to,
+                                   int64_t span) {
+    for (int64_t i = from; i < to; i++)
+        for (int64_t o = 0; o < span; o += 64) {
+            __builtin_prefetch((const char *)K + blocks[i] * span + o);
+            __builtin_prefetch((const char *)V + blocks[i] * span + o);
+        }
+}
+
 /* Heads h0..h0+G-1 of a token (all reading the KV head at K, V) over its n keys, into out [G, D]. */
 static inline void attend(const float *q, const void *K, const void *V, int bf16, int64_t D, const int32_t *blocks,
                           int64_t block_size, int64_t n, float scale, int64_t G, float *out) {
@@ -124,12 +134,20 @@ static inline void attend(const float *q, const void *K, const void *V, int bf16
         memset(out + g * D, 0, D * sizeof(float));
     }
     int64_t b = 0, r = 0; /* the next key's block and offset in it */
+    const int64_t span = block_size * D * (bf16 ? 2 : 4), last = (n + block_size - 1) / block_size;
+    prefetch_blocks(K, V, blocks, 0, TILE / block_size + 1 < last ? TILE / block_size + 1 : last, span); /* and b */
     for (int64_t j0 = 0; j0 < n; j0 += TILE) {
         const int64_t len = n - j0 < TILE ? n - j0 : TILE;
         for (int64_t j = 0; j < len; j++) {
             at[j] = ((int64_t)blocks[b] * block_size + r) * D;
             if (++r == block_size) r = 0, b++;
         }
+        /* NOTE: a long-running pool hands out blocks anywhere, and the hardware prefetcher starts over
+         * at each; the next tile's are requested while this one is computed. 8 SmolLM2-shaped decodes
+         * over 1,600 tokens in scattered blocks: 0.90 -> 0.66 ms a layer; no change over the adjacent
+         * blocks of a fresh engine. */
+        const int64_t ahead = b + TILE / block_size + 1;
+        prefetch_blocks(K, V, blocks, b + 1, ahead < last ? ahead : last, span);
         for (int64_t g = 0; g < G; g++) {
             scores(q + g * D, K, bf16, at, len, D, scale, s);
             float m = top[g];

@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from inference.loaders.gguf_file import cached_hf_dir, convert, read_quantized
 from inference.loaders.hf_dir import iter_weights, load_tokenizer, read_model_config
-from inference.models.linear import with_dense_copy
+from inference.models.linear import kernel_rows, quant_max_rows, with_dense_copy
 from inference.models.llama import LlamaForCausalLM
 from inference.quant.decode_layer import FusedDecode
 from inference.quant.kernel import load_kernel, native_bf16
@@ -72,15 +72,17 @@ def load_model(
     if quantized and path.suffix == ".gguf" and fp32_cpu and load_kernel(cache_dir) is not None:
         weights = read_quantized(path)
         if native_bf16():
-            weights = {name: with_dense_copy(w) for name, w in weights.items()}
+            rows = kernel_rows(sum(w.nbytes for w in weights.values()))
+            weights = {name: with_dense_copy(w, rows) for name, w in weights.items()}
         model.use_quantized(weights)
         model.fused = FusedDecode.build(model, cache_dir)
         kinds = Counter(f"{w.source}->{w.kind}" for w in weights.values())
         dense = sum(w.dense.numel() * 2 for w in weights.values() if w.dense is not None)
         log.info(
-            "GGUF weights kept quantized (%.0f MB): %s; bf16 copies for long chunks: %.0f MB",
+            "GGUF weights kept quantized (%.0f MB): %s; bf16 copies for chunks of more than %s rows: %.0f MB",
             sum(w.nbytes for w in weights.values()) / 1e6,
             ", ".join(f"{n} x {k}" for k, n in sorted(kinds.items())),
+            quant_max_rows(next(iter(weights.values()))),
             dense / 1e6,
         )
     return model.eval(), tokenizer

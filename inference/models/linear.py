@@ -23,13 +23,16 @@ from inference.quant.kernel import QuantWeight, activation_grid, has_amx, qlinea
 
 # Most rows a quantized weight serves through our kernel (decode batches, verification); more rows go
 # through a float matmul. At 8 rows the kernel measured about as fast as bf16 over the weight's dense
-# copy with AVX-512 BF16 (Zen 4); with AMX tiles the copy took over from 5 rows (Qwen2.5-0.5B, 2 cores,
-# Xeon: a decode step of 8 sequences 83 ms in the kernel, 63 ms over the copies; of 4, 61 against 63).
+# copy with AVX-512 BF16 (Zen 4). With AMX tiles the copies serve from 5 rows in models whose quantized
+# projections pass AMX_COPY_MIN_BYTES: a decode step of 8 sequences (2 cores, Xeon) took 83 ms in the
+# kernel and 63 ms over the copies for Qwen2.5-0.5B (446 MB kept quantized), but 28 against 30 ms for
+# SmolLM2 (111 MB), whose one C call per step saves more torch dispatch per weight byte.
 # Without that copy (CPUs without native bf16) a long chunk dequantizes every weight for the call,
 # which the kernel beats up to about QUANT_MAX_ROWS_UNCOPIED rows (SmolLM2, 2 AVX2 cores, a decode step
 # of 32 rows: 308 ms in the kernel against 700 ms).
 QUANT_MAX_ROWS = 8
 QUANT_MAX_ROWS_AMX = 4
+AMX_COPY_MIN_BYTES = 256 << 20
 QUANT_MAX_ROWS_UNCOPIED = 64
 
 
@@ -52,11 +55,18 @@ def pack(weight: torch.Tensor, rows: int) -> PackedWeight:
     return PackedWeight(torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows), rows)
 
 
-def with_dense_copy(w: QuantWeight) -> QuantWeight:
+def kernel_rows(quantized_bytes: int) -> int:
+    """Most rows the weights of a model whose projections take `quantized_bytes` serve through our
+    kernel once they have dense copies (see QUANT_MAX_ROWS)."""
+    return QUANT_MAX_ROWS_AMX if has_amx() and quantized_bytes > AMX_COPY_MIN_BYTES else QUANT_MAX_ROWS
+
+
+def with_dense_copy(w: QuantWeight, rows: int = QUANT_MAX_ROWS) -> QuantWeight:
     """`w` with its bf16 copy for long chunks (CPUs with native bf16), reordered once into oneDNN's
     blocked layout. NOTE: `F.linear` over a plain bf16 weight reorders it on every call, which cost a
     quarter of a 32-row matmul's time and half of an 8-row one; the results are the same bit for bit."""
-    return replace(w, dense=torch.ops.mkldnn._reorder_linear_weight(dequantized(w).bfloat16(), 1))
+    dense = torch.ops.mkldnn._reorder_linear_weight(dequantized(w).bfloat16(), 1)
+    return replace(w, dense=dense, copy_above_rows=rows)
 
 
 def _dense_linear(x: torch.Tensor, w: QuantWeight) -> torch.Tensor:
@@ -66,9 +76,7 @@ def _dense_linear(x: torch.Tensor, w: QuantWeight) -> torch.Tensor:
 
 def quant_max_rows(w: QuantWeight) -> int:
     """Most rows `w` serves through our kernel (see QUANT_MAX_ROWS)."""
-    if w.dense is None:
-        return QUANT_MAX_ROWS_UNCOPIED
-    return QUANT_MAX_ROWS_AMX if has_amx() else QUANT_MAX_ROWS
+    return QUANT_MAX_ROWS_UNCOPIED if w.dense is None else w.copy_above_rows
 
 
 def linear(

@@ -70,6 +70,8 @@ class QuantWeight:
     # The same weight dequantized once, in bf16 and oneDNN's blocked layout, for long chunks on CPUs
     # that multiply bf16 natively (see models/linear.py `with_dense_copy`); None elsewhere.
     dense: torch.Tensor | None = None
+    # Most rows served through our kernel once there is a dense copy (models/linear.py `kernel_rows`).
+    copy_above_rows: int = 0
 
     @property
     def shape(self) -> tuple[int, int]:
