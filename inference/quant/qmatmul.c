@@ -219,24 +219,45 @@ static inline __m512 pair(const float *v) {
 static inline __m256 fold(__m512 v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
+
+
+/* Pair g, g + 1 of row r of the activations (K apart) against the pair's weights as bytes: q (q4/q5), or
+ * for q8 (q8 != 0) their absolute values aw with the sign mask neg. */
+static inline __m512i dot2(__m512i q, __mmask64 neg, const int8_t *x, int q8) {
+    __m512i v = _mm512_loadu_si512(x);
+    /* |w| * (x * sign(w)), as dot1 */
+    if (q8) v = _mm512_mask_sub_epi8(v, neg, _mm512_setzero_si512(), v);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, v);
+}
 #endif
 
-/* R activation rows (K apart) against one weight row, each weight group loaded and unpacked once for
- * all R (a batched decode step is bound by these instructions, not by reading the weights). Every row
- * gets the same operations in the same order whatever R: the same floats. */
-static inline void dot_q4_rows(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn,
-                               const int8_t *qx, const float *dx, const float *sx, int64_t K, int64_t G, const int R,
-                               float *out) {
+/* Group g of one activation row against its weights: q (q4/q5, as bytes) or the q8 bytes w. */
+static inline __m256i dot1(__m256i w, const int8_t *x, int q8) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)x);
+    /* |w| * (x * sign(w)): one operand must be unsigned; |w| <= 127 fits */
+    return q8 ? dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(v, w)) : dot_u8s8(w, v);
+}
+
+/* R activation rows (K apart) against one weight row (q4/q5: qs, qh, mn; q8: qw), each weight group
+ * loaded and unpacked once for all R (a batched decode step is bound by these instructions, not by
+ * reading the weights). Every row gets the same operations in the same order whatever R: the same
+ * floats. Inlined with constant R and q8. */
+static inline void dot_rows(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn, const int8_t *qx,
+                            const float *dx, const float *sx, int64_t K, int64_t G, const int R, const int q8,
+                            float *out) {
+    const int8_t *qw = (const int8_t *)qs;
     __m256 acc[4];
     int64_t g = 0;
 #ifdef PAIRED
     __m512 wide[4];
     for (int r = 0; r < R; r++) wide[r] = _mm512_setzero_ps();
     for (; g + 2 <= G; g += 2) {
-        const __m512i q = unpack2(qs, qh, g);
+        const __m512i w = q8 ? _mm512_loadu_si512(qw + g * 32) : unpack2(qs, qh, g);
+        const __m512i q = q8 ? _mm512_abs_epi8(w) : w;
+        const __mmask64 neg = q8 ? _mm512_movepi8_mask(w) : 0;
         const __m512 dw = pair(d + g);
         for (int r = 0; r < R; r++) {
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(qx + r * K + g * 32));
+            const __m512i p = dot2(q, neg, qx + r * K + g * 32, q8);
             wide[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, pair(dx + r * G + g)), _mm512_cvtepi32_ps(p), wide[r]);
         }
     }
@@ -245,53 +266,17 @@ static inline void dot_q4_rows(const uint8_t *qs, const uint32_t *qh, const floa
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
 #endif
     for (; g < G; g++) {
-        const __m256i q = unpack(qs, qh, g);
+        const __m256i w = q8 ? _mm256_loadu_si256((const __m256i *)(qw + g * 32)) : unpack(qs, qh, g);
         for (int r = 0; r < R; r++) {
-            const __m256i p = dot_u8s8(q, _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32)));
+            const __m256i p = dot1(w, qx + r * K + g * 32, q8);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
         }
     }
     for (int r = 0; r < R; r++) {
         float extra = 0.f;
-        for (int64_t j = 0; j < G; j++) extra += offset(d, mn, j) * sx[r * G + j];
+        for (int64_t j = 0; j < G && !q8; j++) extra += offset(d, mn, j) * sx[r * G + j];
         out[r] = hsum(acc[r]) + extra;
     }
-}
-
-static inline void dot_q8_rows(const int8_t *qw, const float *d, const int8_t *qx, const float *dx, int64_t K,
-                               int64_t G, const int R, float *out) {
-    __m256 acc[4];
-    int64_t g = 0;
-#ifdef PAIRED
-    __m512 wide[4];
-    for (int r = 0; r < R; r++) wide[r] = _mm512_setzero_ps();
-    for (; g + 2 <= G; g += 2) {
-        const __m512i w = _mm512_loadu_si512(qw + g * 32), aw = _mm512_abs_epi8(w);
-        const __mmask64 neg = _mm512_movepi8_mask(w);
-        const __m512 dw = pair(d + g);
-        for (int r = 0; r < R; r++) {
-            const __m512i x = _mm512_loadu_si512(qx + r * K + g * 32);
-            /* |w| * (x * sign(w)), as below */
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw,
-                                                  _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x));
-            wide[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, pair(dx + r * G + g)), _mm512_cvtepi32_ps(p), wide[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) acc[r] = fold(wide[r]);
-#else
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-#endif
-    for (; g < G; g++) {
-        const __m256i w = _mm256_loadu_si256((const __m256i *)(qw + g * 32));
-        const __m256i aw = _mm256_sign_epi8(w, w);
-        for (int r = 0; r < R; r++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(qx + r * K + g * 32));
-            /* |w| * (x * sign(w)): one operand must be unsigned; |w| <= 127 fits */
-            const __m256i p = dot_u8s8(aw, _mm256_sign_epi8(x, w));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d[g] * dx[r * G + g]), _mm256_cvtepi32_ps(p), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[r] = hsum(acc[r]);
 }
 #else
 static float dot_q4(const uint8_t *qs, const uint32_t *qh, const float *d, const float *mn, const int8_t *qx,
@@ -336,11 +321,11 @@ void mm_q4_rows(const int8_t *qx, const float *dx, const float *sx, int64_t M, i
 #ifdef __AVX2__
         float o[4];
         for (; m + 4 <= M; m += 4) {
-            dot_q4_rows(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, 4, o);
+            dot_rows(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, 4, 0, o);
             for (int r = 0; r < 4; r++) y[(m + r) * N + n] = b + o[r];
         }
         for (; m < M; m++) {
-            dot_q4_rows(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, 1, o);
+            dot_rows(wq, wh, d + n * G, wmn, qx + m * K, dx + m * G, sx + m * G, K, G, 1, 0, o);
             y[m * N + n] = b + o[0];
         }
 #else
@@ -358,11 +343,11 @@ void mm_q8_rows(const int8_t *qx, const float *dx, int64_t M, int64_t K, const i
 #ifdef __AVX2__
         float o[4];
         for (; m + 4 <= M; m += 4) {
-            dot_q8_rows(qw + n * K, d + n * G, qx + m * K, dx + m * G, K, G, 4, o);
+            dot_rows((const uint8_t *)(qw + n * K), NULL, d + n * G, NULL, qx + m * K, dx + m * G, NULL, K, G, 4, 1, o);
             for (int r = 0; r < 4; r++) y[(m + r) * N + n] = b + o[r];
         }
         for (; m < M; m++) {
-            dot_q8_rows(qw + n * K, d + n * G, qx + m * K, dx + m * G, K, G, 1, o);
+            dot_rows((const uint8_t *)(qw + n * K), NULL, d + n * G, NULL, qx + m * K, dx + m * G, NULL, K, G, 1, 1, o);
             y[m * N + n] = b + o[0];
         }
 #else
