@@ -217,7 +217,7 @@ def main() -> None:
     runs = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     runs[args.label] = {"args": vars(args), "machine": cpu_info(), **report}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(runs, indent=1))
+    RESULTS.write_text(json.dumps(runs, indent=2))
     table = Table(title="Tenant B's asks while tenant D floods asks and agent runs")
     for column in ("unloaded p50 / p95 ms", "flooded p50 / p95 ms", "p95 ratio (target <= 1.5)", "B refused"):
         table.add_column(column)

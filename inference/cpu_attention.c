@@ -135,7 +135,8 @@ static inline void attend(const float *q, const void *K, const void *V, int bf16
     }
     int64_t b = 0, r = 0; /* the next key's block and offset in it */
     const int64_t span = block_size * D * (bf16 ? 2 : 4), last = (n + block_size - 1) / block_size;
-    prefetch_blocks(K, V, blocks, 0, TILE / block_size + 1 < last ? TILE / block_size + 1 : last, span); /* and b */
+    const int64_t first = TILE / block_size + 1; /* the first tile's blocks and the next one's first */
+    prefetch_blocks(K, V, blocks, 0, first < last ? first : last, span);
     for (int64_t j0 = 0; j0 < n; j0 += TILE) {
         const int64_t len = n - j0 < TILE ? n - j0 : TILE;
         for (int64_t j = 0; j < len; j++) {

@@ -79,7 +79,7 @@ def load_model(
         kinds = Counter(f"{w.source}->{w.kind}" for w in weights.values())
         dense = sum(w.dense.numel() * 2 for w in weights.values() if w.dense is not None)
         log.info(
-            "GGUF weights kept quantized (%.0f MB): %s; bf16 copies for chunks of more than %s rows: %.0f MB",
+            "GGUF weights kept quantized (%.0f MB): %s; our kernel up to %d rows; bf16 copies: %.0f MB",
             sum(w.nbytes for w in weights.values()) / 1e6,
             ", ".join(f"{n} x {k}" for k, n in sorted(kinds.items())),
             quant_max_rows(next(iter(weights.values()))),

@@ -13,9 +13,13 @@ import torch.nn.functional as F
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
+from inference.models import linear as linear_module
 from inference.models.linear import (
+    AMX_COPY_MIN_BYTES,
     QUANT_MAX_ROWS,
+    QUANT_MAX_ROWS_AMX,
     QUANT_MAX_ROWS_UNCOPIED,
+    kernel_rows,
     linear,
     quant_max_rows,
     with_dense_copy,
@@ -97,6 +101,49 @@ def test_quantized_matmul_equals_the_dequantised_reference(kernel, qtype, monkey
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("kind", ["q4", "q5", "q8"])
+def test_an_odd_group_count_ends_with_a_single_group(kernel, kind):
+    """17 groups along k: with 512-bit VNNI the kernel takes groups two at a time and the last one
+    alone; every row matches the dequantised reference and does not depend on its batch."""
+    g = torch.Generator().manual_seed(4)
+    n, k = 40, 17 * 32
+    d = torch.rand(n, k // 32, generator=g) * 0.01
+    if kind == "q8":
+        q, qh, mn = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g), None, None
+    else:
+        q = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g)
+        qh = (
+            torch.randint(-(2**31), 2**31 - 1, (n, k // 32), dtype=torch.int32, generator=g)
+            if kind == "q5"
+            else None
+        )
+        mn = torch.randn(n, k // 32, generator=g) * 0.01 if kind == "q4" else None
+    w = kernel_module.QuantWeight(kind, q, d, mn, "test", qh)
+    x = torch.randn(6, k, generator=g)
+    expected = x @ dequantized(w).T
+    got = qlinear(x, w)
+    assert (got - expected).abs().max() <= 0.01 * expected.abs().max()
+    assert torch.equal(qlinear(x[5:], w), got[5:])  # four rows together, then one alone
+
+
+@pytest.mark.unit
+def test_amx_hands_big_models_long_decode_batches_to_the_bf16_copies(monkeypatch):
+    """With AMX, models past AMX_COPY_MIN_BYTES kept quantized serve more than 4 rows from their bf16
+    copies; smaller models, and CPUs without AMX, keep the kernel up to 8 rows (uncopied weights: 64)."""
+    big, small = AMX_COPY_MIN_BYTES + 1, AMX_COPY_MIN_BYTES // 2
+    for amx, expected in (
+        (True, (QUANT_MAX_ROWS_AMX, QUANT_MAX_ROWS)),
+        (False, (QUANT_MAX_ROWS, QUANT_MAX_ROWS)),
+    ):
+        monkeypatch.setattr(linear_module, "has_amx", lambda amx=amx: amx)
+        assert (kernel_rows(big), kernel_rows(small)) == expected
+    blocks = quantize(np.random.default_rng(5).standard_normal((ROWS, COLS)).astype(np.float32), T.Q4_0)
+    w = to_quant(blocks, T.Q4_0, ROWS, COLS)
+    assert quant_max_rows(w) == QUANT_MAX_ROWS_UNCOPIED
+    assert quant_max_rows(with_dense_copy(w, QUANT_MAX_ROWS_AMX)) == QUANT_MAX_ROWS_AMX
+
+
+@pytest.mark.unit
 def test_activation_grid_rounds_as_the_kernel_quantizes(kernel):
     """Long chunks multiply the activations on the int8 grid (one pass in C): each group's max|x| / 127
     times round(x / that), half to even; exactly in fp32, and as torch rounds that to bf16."""
@@ -118,7 +165,6 @@ def test_gated_mlp_takes_the_product_and_its_grid_from_the_bf16_output(kernel, m
     output (`swiglu_grid`), as torch composes them but for silu's last bits, which move a value across
     a rounding of the grid now and then."""
 
-    from inference.models import linear as linear_module
     from inference.models.linear import gated_mlp
     from inference.quant.kernel import swiglu_grid
 
