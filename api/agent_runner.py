@@ -36,4 +36,5 @@ def build_runner(state: AppState) -> AgentRunner:
         lambda steps: record_escalations(state, "agent", steps),
         lambda tenant, model: state.llm.retrieval_backend(str(tenant), generator=model),
         state.models,
+        pace=state.llm.foreground.yield_to_holds,
     )

@@ -11,7 +11,9 @@ The engine steps aside for tenants with nothing in it: a request whose tenant al
 slots (answers running, or its agent runs' LLM calls: api/admission.py) holds nothing. Under one
 tenant's flood of asks and agent runs its own asks' holds drained the pause allowance, and another
 tenant's ask then found the engine running (`python -m benchmarks.fairness`); and a tenant's search
-pausing that same tenant's generation only reorders its own work.
+pausing that same tenant's generation only reorders its own work. That busy tenant's requests wait
+for the holds instead (`Foreground.yield_to_holds`, at most a quarter second): under its flood, its
+polls and asks kept the one event loop another tenant's ask needs.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ class ForegroundHold:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = getattr(scope["app"].state, "groundwork", None) if scope["type"] == "http" else None
-        if state is None or scope["method"] != "POST" or not _HOLDING.fullmatch(scope["path"]):
+        if state is None or not scope["path"].startswith("/v1/"):
             return await self.app(scope, receive, send)
         tenant, slots = header_tenant(state, scope), state.answer_slots
         if tenant is not None and slots is not None and slots.per_tenant[str(tenant)] > 0:
+            await state.llm.foreground.yield_to_holds()
+            return await self.app(scope, receive, send)
+        if scope["method"] != "POST" or not _HOLDING.fullmatch(scope["path"]):
             return await self.app(scope, receive, send)
         with state.llm.foreground.holding():
             await self.app(scope, receive, send)

@@ -11,6 +11,10 @@ decoder layers, and waits there while any hold is taken. A hold ends when its re
 its work to an engine (`release_current`, called as a request is queued): a request waiting on
 generation holds nothing.
 
+Async work that a busy tenant drives itself (its own requests, its agent runs' tool calls) does not
+pause the engine but can still crowd the one event loop an interactive request needs: it awaits
+`yield_to_holds` first, which returns when no hold is taken (or after `MAX_PAUSE_S`).
+
 NOTE: the engine never waits for more than `share` of its time: the pause allowance grows by
 share / (1 - share) of each second the engine runs, up to `MAX_PAUSE_S`, so a stream of answers
 slows generation by at most that share and never stops it.
@@ -18,6 +22,7 @@ slows generation by at most that share and never stops it.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -63,6 +68,7 @@ class Foreground:
         self._clear.set()
         self._allowance = MAX_PAUSE_S
         self._ran_since = time.monotonic()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
 
     @contextmanager
     def holding(self) -> Iterator[Hold]:
@@ -84,8 +90,28 @@ class Foreground:
     def _release(self) -> None:
         with self._lock:
             self._held -= 1
+            if self._held > 0:
+                return
+            self._clear.set()
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            if not loop.is_closed():  # a waiter's loop may have ended (its wait_for went with it)
+                loop.call_soon_threadsafe(_wake, future)
+
+    async def yield_to_holds(self) -> None:
+        """Wait while any hold is taken, at most MAX_PAUSE_S (holds are short: one retrieval)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
             if self._held == 0:
-                self._clear.set()
+                return
+            waiter = (loop, loop.create_future())
+            self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter[1]), MAX_PAUSE_S)
+        except TimeoutError:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def wait(self) -> None:
         """Called by an engine thread between steps and layers: returns at once unless held.
@@ -103,3 +129,8 @@ class Foreground:
         self._allowance -= paused
         self.paused_s += paused
         self._ran_since = time.monotonic()
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -11,6 +11,7 @@ import asyncio
 import json
 import operator
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, TypedDict
 
@@ -71,6 +72,7 @@ class AgentDeps:
     budgets: Budgets = field(default_factory=Budgets)
     review_plan: bool = False
     mcp: McpToolbox | None = None  # the tools of the run's MCP servers, listed at segment start
+    pace: Callable[[], Awaitable[None]] | None = None  # awaited before each built-in tool call
 
     @property
     def client_names(self) -> set[str]:
@@ -181,6 +183,8 @@ async def run_calls(state: RunState, deps: AgentDeps, calls: list[ToolCall]) -> 
     for call in calls:
         if call.id in observations:
             continue
+        if deps.pace is not None:
+            await deps.pace()
         observations[call.id], values[call.id] = await _run_builtin(deps, call)
     results = [
         {

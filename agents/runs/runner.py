@@ -19,7 +19,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -62,14 +62,17 @@ class AgentRunner:
         escalated: Callable[[list[dict]], None] | None = None,
         retrieval_llm: Callable[[uuid.UUID, ChatBackend], ChatBackend] | None = None,
         retrieval_models: RetrievalModels | None = None,
+        pace: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         # models: the cascade (qa.cascade) or the one generator; the first also serves the tools.
         # retrieval_llm: (tenant, that model) -> what the search tools' query transforms and LLM
         # reranker call (LLMProvider.retrieval_backend); without it they are skipped.
         # retrieval_models: the process's embedders and cross-encoders, for the search tools.
+        # pace: awaited before each built-in tool call (the API's Foreground.yield_to_holds: another
+        # tenant's interactive request goes first).
         self.sessions, self.settings, self.database_url = sessions, settings, database_url
         self.models, self.retrieval_llm = models, retrieval_llm
-        self.retrieval_models = retrieval_models
+        self.retrieval_models, self.pace = retrieval_models, pace
         self.mcp, self.escalated = mcp, escalated
         # Who pays for a run's LLM calls: the gate its segment was started with (the caller's key),
         # else `gate_for(run)` (a run resumed after a restart: its tenant).
@@ -197,7 +200,13 @@ class AgentRunner:
             backend, cache_salt=str(run.tenant_id), gate=gate, rungs=rungs, escalated=self.escalated
         )
         return AgentDeps(
-            model, context, list(run.tools), list(run.client_tools), Budgets(**run.budgets), run.review_plan
+            model,
+            context,
+            list(run.tools),
+            list(run.client_tools),
+            Budgets(**run.budgets),
+            run.review_plan,
+            pace=self.pace,
         )
 
     @traced("invoke_agent", {"gen_ai.operation.name": "invoke_agent"})

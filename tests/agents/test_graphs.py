@@ -94,8 +94,16 @@ def test_react_runs_every_call_of_a_turn_and_feeds_all_observations_back():
         [("calculator", {"expression": "6 * 7"}), ("calculator", {"expression": "2 + 2"})],
         ("final_answer", {"answer": "42 and 4", "sources": []}),
     )
-    _, _, out = run("react", deps(model))
+    paced: list[int] = []
+
+    async def pace() -> None:  # the API's Foreground.yield_to_holds: counted before each tool call
+        paced.append(len(paced))
+
+    d = deps(model)
+    d.pace = pace
+    _, _, out = run("react", d)
     assert out["finish_reason"] == "answered" and model.parallel[0] is True
+    assert len(paced) == 2
     assert [s["output"] for s in out["steps"] if s["type"] == "tool_result"] == ["6 * 7 = 42", "2 + 2 = 4"]
     said, seen = out["messages"][-2:]
     assert said["content"].count("<tool_call>") == 2

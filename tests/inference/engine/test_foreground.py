@@ -68,6 +68,30 @@ def test_release_current_ends_only_the_current_requests_hold():
         assert gate._clear.is_set()
 
 
+@pytest.mark.unit
+def test_yield_to_holds_waits_for_the_last_hold_at_most_the_longest_pause():
+    async def scenario() -> None:
+        gate = Foreground(0.5)
+        start = time.monotonic()
+        await gate.yield_to_holds()  # nothing held
+        assert time.monotonic() - start < 0.01
+        first, second = gate.take(), gate.take()
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.03, first.release)
+        threading.Timer(0.08, second.release).start()  # a hold may end on another thread
+        start = time.monotonic()
+        await asyncio.gather(gate.yield_to_holds(), gate.yield_to_holds())
+        assert 0.07 <= time.monotonic() - start < MAX_PAUSE_S * 0.9
+        stuck = gate.take()
+        start = time.monotonic()
+        await gate.yield_to_holds()  # a hold that never ends: the waiter gives up and leaves
+        assert MAX_PAUSE_S * 0.9 <= time.monotonic() - start < MAX_PAUSE_S * 2
+        assert gate._waiters == []
+        stuck.release()
+
+    asyncio.run(scenario())
+
+
 def _generate(engine: AsyncLLMEngine, gate: Foreground | None = None) -> list[int]:
     async def run() -> list[int]:
         return [t async for out in engine.generate("r", [1, 2, 3, 4], GREEDY) for t in out.new_token_ids]
