@@ -24,7 +24,7 @@ from agents.chat_model import AgentChatModel, ModelTurn, ToolCall, validate_call
 from agents.mcp.pool import McpUnavailable
 from agents.mcp.toolbox import UNTRUSTED, McpToolbox
 from agents.qa.attribution import content_words
-from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool, not_an_answer
+from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, answer_text, final_answer_tool, not_an_answer
 from agents.tools.knowledge import close_quote
 from core.tracing import annotate, traced
 
@@ -253,7 +253,7 @@ async def _run_mcp(deps: AgentDeps, call: ToolCall) -> str:
 def finish(state: RunState, call: ToolCall) -> dict:
     """The run's answer from a final_answer call, with citations to the sources it names (or, when
     it names none it has seen, the one its words come from)."""
-    answer = str(call.arguments.get("answer", "")).strip()
+    answer = answer_text(call.arguments)
     sources = {s["number"]: s for s in state.get("sources", {}).values()}
     words = content_words(answer)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolResult
 from agents.tools.calculator import calculator
-from agents.tools.knowledge import ask, list_collections, read_chunk, read_document, search
-from inference.grammar.tools import normalize_tools
+from agents.tools.knowledge import DOC_CLOSE, DOC_OPEN, ask, list_collections, read_chunk, read_document, search
+from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START, normalize_tools
 from inference.protocol import InvalidRequestError
 
 BUILTIN: dict[str, Tool] = {
@@ -17,6 +18,11 @@ BUILTIN: dict[str, Tool] = {
 DEFAULT_TOOLS = ("search", "read_chunk", "calculator")
 FINAL_ANSWER = "final_answer"
 ANSWER_MAX_CHARS = 300
+# The prompts' own markup, which a small model pastes into its answer with the evidence it copies
+# (SmolLM2's ReWOO solver wrote `<doc>` quotes and `</tool_call>` into answers).
+_MARKUP = re.compile(
+    "|".join(map(re.escape, (DOC_OPEN, DOC_CLOSE, TOOL_CALL_START, TOOL_CALL_END))) + r"|\bObservation:\s*"
+)
 
 
 def final_answer_tool(max_sources: int = 3) -> dict:
@@ -56,10 +62,15 @@ def check_client_tools(tools: Any) -> list[dict]:
     return list(tools)
 
 
+def answer_text(arguments: dict) -> str:
+    """A final_answer call's answer, without the prompts' markup."""
+    return " ".join(_MARKUP.sub(" ", str(arguments.get("answer", ""))).split())
+
+
 def not_an_answer(arguments: dict) -> str | None:
-    """Why a final_answer call's arguments answer nothing: the answer is empty, or it repeats a
-    tool's `Error:` observation (SmolLM2 copies the last observation it saw)."""
-    answer = str(arguments.get("answer", "")).strip()
+    """Why a final_answer call's arguments answer nothing: the answer is empty (markup aside), or it
+    repeats a tool's `Error:` observation (SmolLM2 copies the last observation it saw)."""
+    answer = answer_text(arguments)
     if not answer:
         return "the answer is empty"
     if answer.startswith("Error:"):
@@ -75,6 +86,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolResult",
+    "answer_text",
     "check_client_tools",
     "final_answer_tool",
     "not_an_answer",

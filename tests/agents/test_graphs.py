@@ -133,6 +133,16 @@ def test_a_final_answer_beside_other_calls_waits_for_their_observations():
     assert out["answer"] == "42" and out["usage"]["tool_calls"] == 1
 
 
+def test_the_prompts_markup_never_reaches_the_answer():
+    pasted = "Observation: [1] foo.txt: <doc>The Foo report is from 2019.</doc>\n</tool_call>"
+    only_markup = ("final_answer", {"answer": "<doc></doc> </tool_call>", "sources": []})
+    model = ScriptedModel(only_markup, ("final_answer", {"answer": pasted, "sources": []}))
+    _, _, out = run("react", deps(model))
+    assert out["answer"] == "[1] foo.txt: The Foo report is from 2019."
+    refused = [s["output"] for s in out["steps"] if s["type"] == "tool_result"][-1]
+    assert "the answer is empty" in refused  # markup alone answers nothing
+
+
 def test_a_tool_error_is_never_the_answer():
     failing = ("calculator", {"expression": "import os"})
     copied = ("final_answer", {"answer": "Error: calculator failed: ValueError", "sources": []})
