@@ -11,7 +11,9 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
 2. Multi-step tasks built from dbpedia-entity-subset: each asks for two entities' documents by
    name, so it needs two searches; gold = both documents. ReAct vs ReWOO vs Plan-and-Execute:
    success (both gold documents cited or both titles in the answer), LLM calls, prompt and
-   completion tokens, wall time per task.
+   completion tokens, wall time per task; and the claim check an answered run gets on the platform
+   (agents/runs/grounding.py): its sentences, the unsupported ones, whether `qa.cascade` would
+   escalate (`flagged`), and how the flag agrees with failed tasks.
 
 Writes benchmarks/results/agents.json (agents.<model>.json for another `llm_model`, e.g. a GGUF path in
 GROUNDWORK_LLM_MODEL) and prints tables; a part skipped with --skip-* is kept from the earlier file
@@ -39,6 +41,8 @@ from rich.table import Table
 from agents.chat_model import AgentChatModel
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
+from agents.qa.cascade import too_unsupported
+from agents.runs.grounding import check_answer
 from agents.tools import FINAL_ANSWER, ToolContext, final_answer_tool
 from evals.bfcl import BfclCase, ast_match, load_category
 from retrieval.models import RetrievalModels
@@ -179,11 +183,17 @@ async def run_tasks(
             except Exception as exc:  # counted as a failed task
                 out = {"finish_reason": "error", "detail": str(exc)}
             usage = out.get("usage", {})
+            # The claim check the platform runs on an answered run (agents/runs/grounding.py), and
+            # whether qa.cascade would escalate on it: does the flag find the failed tasks?
+            claims = await check_answer(out) if out.get("finish_reason") == "answered" else []
             rows[kind].append(
                 {
                     "task": i,
                     "success": _succeeded(task, out),
                     "finish_reason": out.get("finish_reason"),
+                    "sentences": len(claims),
+                    "unsupported": sum(c["supported"] is False for c in claims),
+                    "flagged": too_unsupported(claims, settings.qa),
                     "llm_calls": usage.get("llm_calls", 0),
                     "searches": usage.get("tool_calls", 0),
                     "prompt_tokens": usage.get("prompt_tokens", 0),
@@ -199,6 +209,11 @@ async def run_tasks(
             "tasks": len(items),
             "success_rate": round(sum(r["success"] for r in items) / n, 3),
             "answered_rate": round(sum(r["finish_reason"] == "answered" for r in items) / n, 3),
+            "flagged": sum(r["flagged"] for r in items),
+            "flagged_failed": sum(r["flagged"] and not r["success"] for r in items),
+            "unflagged_failed": sum(
+                r["finish_reason"] == "answered" and not r["flagged"] and not r["success"] for r in items
+            ),
             **{
                 f"mean_{k}": round(sum(r[k] for r in items) / n, 1)
                 for k in ("llm_calls", "searches", "prompt_tokens", "completion_tokens", "wall_s")
@@ -330,6 +345,8 @@ def print_tables(report: dict) -> None:
             "prompt tok",
             "compl. tok",
             "wall s",
+            "flagged (failed)",
+            "answered, failed, unflagged",
         ):
             table.add_column(column)
         for kind, s in report["tasks"]["summary"].items():
@@ -342,6 +359,8 @@ def print_tables(report: dict) -> None:
                 str(s["mean_prompt_tokens"]),
                 str(s["mean_completion_tokens"]),
                 str(s["mean_wall_s"]),
+                f"{s['flagged']} ({s['flagged_failed']})",
+                str(s["unflagged_failed"]),
             )
         console.print(table)
         console.print(f"ReAct / ReWOO tokens per task: {report['tasks']['react_over_rewoo_tokens']}x")

@@ -193,5 +193,6 @@ async def chat_events(
             "agent_run_id": event["id"],
             "model": event["model"],
             "escalations": event["escalations"],
+            "claims": event["claims"],
             "charged": True,  # each LLM call was, by the run
         }

@@ -48,13 +48,18 @@ def weakness(
             return "truncated"
         if _REFUSAL.search(answer.text) and best_source >= settings.cascade_strong_sources:
             return "refusal"
-    checked = claims or []
-    unsupported = sum(1 for c in checked if c["supported"] is False)
-    if checked and unsupported / len(checked) > settings.cascade_max_unsupported:
+    if too_unsupported(claims or [], settings):
         return "unsupported_claims"
     if answer.quote_score is not None and answer.quote_score < settings.cascade_min_quote_score:
         return "low_quote_score"
     return None
+
+
+def too_unsupported(claims: list[dict], settings: QASettings) -> bool:
+    """Whether more than `qa.cascade_max_unsupported` of the checked sentences are unsupported (the
+    asks' and the agent runs' test, agents/runs/grounding.py)."""
+    unsupported = sum(1 for c in claims if c["supported"] is False)
+    return bool(claims) and unsupported / len(claims) > settings.cascade_max_unsupported
 
 
 async def cascade(rungs: list[Rung], attempt: Attempt, judge: Judge) -> AsyncIterator[str | Answer]:

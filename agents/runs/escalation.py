@@ -1,10 +1,12 @@
 """The model cascade over whole agent runs (qa.cascade; agents/qa/README.md, "Cascade").
 
 A turn with a missing or invalid call is made again by the next model (agents/chat_model.py). A
-run whose graph ends without an answer (`NO_ANSWER`) is run again from the start by the next model
-alone: the trace keeps the first try and an `escalation` step, and the run's usage sums the tries.
-Each try has the run's step and token budgets; the wall-clock budget covers them all. A run the
-runner stopped (wall clock, token limit, cancel, a crash) is not run again.
+run whose graph ends without an answer (`NO_ANSWER`), or whose answer fails the claim check
+(agents/runs/grounding.py: `unsupported_claims`, unless the last model wrote it), is run again from
+the start by the next model alone: the trace keeps the first try and an `escalation` step, and the
+run's usage sums the tries. Each try has the run's step and token budgets; the wall-clock budget
+covers them all. A run the runner stopped (wall clock, token limit, cancel, a crash) is not run
+again.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ def level(trace: list[dict]) -> int:
     return sum(1 for step in trace if step.get("type") == "escalation")
 
 
-def escalation_step(model: str, values: dict) -> dict:
-    """The trace step of a try that ended without an answer (its usage, summed into the run's)."""
+def escalation_step(model: str, values: dict, reason: str) -> dict:
+    """The trace step of a try the next model runs again (its usage, summed into the run's)."""
     return {
         "type": "escalation",
         "from": model,
-        "reason": f"no_answer:{values['finish_reason']}",
+        "reason": reason,
         "detail": values.get("detail"),
         "usage": values.get("usage") or {},
         "at": round(time.time(), 3),

@@ -30,9 +30,11 @@ from agents.chat_model import AgentChatModel, TokenGate, TokenLimitReached
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.mcp import McpPool, McpToolbox
+from agents.qa.cascade import too_unsupported
 from agents.runs.checkpoints import open_checkpointer
-from agents.runs.escalation import NO_ANSWER, escalation_step, level, run_usage
+from agents.runs.escalation import NO_ANSWER, answered_by, escalation_step, level, run_usage
 from agents.runs.events import RunEvents
+from agents.runs.grounding import check_answer, claim_step
 from agents.runs.lease import LeaseLost, RunLease
 from agents.runs.store import FINISHED, WAITING, finish_run, run_dict
 from agents.tools import ToolContext
@@ -248,9 +250,9 @@ class AgentRunner:
         await off_loop(self._commit, run, session)
         values, interrupt, ended = await self._segment(run, session, graph, graph_input, deps)
         models = [rung.name for rung in self.models()]
-        while ended and values.get("finish_reason") in NO_ANSWER and level(run.trace) + 1 < len(models):
-            # The graph ended without an answer: the next model runs the task again from the start.
-            step = escalation_step(models[level(run.trace)], values)
+        while ended and (reason := await self._weakness(run, values, models)):
+            # The next model runs the task again from the start.
+            step = escalation_step(models[level(run.trace)], values, reason)
             run.trace = [*run.trace, step]
             self.live.publish(run.id, step)
             if self.escalated is not None:
@@ -263,6 +265,27 @@ class AgentRunner:
                 run, session, graph, {"task": run.input, "usage": {}}, retry
             )
         await self._record(run, session, values, interrupt)
+
+    async def _weakness(self, run: AgentRun, values: dict, models: list[str]) -> str | None:
+        """Why the next model should run the task again (None: this try stands). An answer's claim
+        check is recorded in the trace whatever the cascade."""
+        finish_reason = values.get("finish_reason")
+        if finish_reason == "answered":
+            model = answered_by(run.trace)["model"]
+            claims = await check_answer(values)
+            step = claim_step(model, claims)
+            run.trace = [*run.trace, step]
+            self.live.publish(run.id, step)
+            # NOTE: turns may already have escalated: an answer the last model wrote stands.
+            if model in models[:-1] and too_unsupported(claims, self.settings.qa):
+                reason = "unsupported_claims"
+            else:
+                return None
+        elif finish_reason in NO_ANSWER:
+            reason = f"no_answer:{finish_reason}"
+        else:
+            return None
+        return reason if level(run.trace) + 1 < len(models) else None
 
     def _commit(self, run: AgentRun, session: Session) -> None:
         """Record the step, in one transaction with the check that the run is still this

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agents.runs.escalation import answered_by
+from agents.runs.grounding import claims_of
 from core.models import AgentRun
 
 ACTIVE = ("queued", "running")
@@ -70,6 +71,7 @@ def run_dict(run: AgentRun, trace: bool = True) -> dict:
         "detail": run.detail,
         "active_s": round(run.active_s, 3),
         **answered_by(run.trace),
+        "claims": claims_of(run.trace),
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }

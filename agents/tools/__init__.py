@@ -7,7 +7,15 @@ from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolResult
 from agents.tools.calculator import calculator
-from agents.tools.knowledge import DOC_CLOSE, DOC_OPEN, ask, list_collections, read_chunk, read_document, search
+from agents.tools.knowledge import (
+    DOC_CLOSE,
+    DOC_OPEN,
+    ask,
+    list_collections,
+    read_chunk,
+    read_document,
+    search,
+)
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START, normalize_tools
 from inference.protocol import InvalidRequestError
 

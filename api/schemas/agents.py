@@ -38,6 +38,11 @@ class AgentRunSummary(BaseModel):
         "tool call) and the next model made instead; node null: a whole try that ended without an "
         "answer (reason `no_answer:<finish_reason>`), run again by the next model.",
     )
+    claims: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="The claim check of the answer (agents/runs/grounding.py): per sentence `supported` "
+        "true, false or null (unknown), its `evidence` in the run's sources; null: no answer checked.",
+    )
     created_at: str | None
     finished_at: str | None
 

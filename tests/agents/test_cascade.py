@@ -59,7 +59,11 @@ def test_a_runs_model_usage_and_escalations_cover_every_try():
         "escalations": [{"from": "small", "reason": "x"}],
     }
     first_try = {"finish_reason": "plan_done", "usage": {"prompt_tokens": 10, "tool_calls": 1}}
-    trace = [weak_turn, escalation_step("small", first_try), {"type": "llm", "node": "agent", "model": "big"}]
+    trace = [
+        weak_turn,
+        escalation_step("small", first_try, "no_answer:plan_done"),
+        {"type": "llm", "node": "agent", "model": "big"},
+    ]
     assert level(trace) == 1
     assert run_usage({"prompt_tokens": 5, "tool_calls": 2}, trace) == {"prompt_tokens": 15, "tool_calls": 3}
     assert answered_by(trace) == {

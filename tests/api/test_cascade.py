@@ -114,6 +114,11 @@ def test_an_agent_turn_without_a_valid_call_is_made_by_the_next_model(cascade_cl
     ]
     counted = escalations(cascade_client, "agent")[(settings.llm_model, "missing_tool_call")]
     assert counted == before + len(turns)
+    # the answer is claim-checked; written by the last model, it stands whatever the check says
+    assert run["finish_reason"] == "answered"
+    checks = [s for s in run["trace"] if s["type"] == "claim_check"]
+    assert len(checks) == 1 and checks[0]["model"] == LARGE and run["claims"] == checks[0]["claims"]
+    assert all(c["verdict"] in ("supported", "unsupported", "unknown") for c in run["claims"])
 
 
 def test_a_run_without_an_answer_is_run_again_by_the_next_model(cascade_client, settings):
