@@ -2,7 +2,8 @@
 
 For every sentence of the (renumbered) answer: the sources it cites, or every source when it cites
 none; in them, the evidence span (one sentence or two neighbouring ones) sharing most of the
-sentence's content words. Then, cheapest first:
+sentence's content words. A sentence citing several sources is covered by their best spans
+together (`joint_coverage`). Then, cheapest first:
 
 - a figure or a name the sources never state, or coverage under `floor`: unsupported (lexical);
 - coverage at or over `copy`: supported (the sentence is essentially copied; lexical);
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agents.qa.sentences import content_words, sentence_spans
 from agents.qa.sources import Source
@@ -91,15 +92,35 @@ def invented(claim: str, sources: list[Source]) -> bool:
     return bool(_figures(claim) - _figures(said)) or bool(_names(claim) - lowered)
 
 
+def joint_coverage(claim: str, sources: list[Source]) -> float:
+    """The share of the claim's content words found in the best span of one source or another."""
+    words = content_words(claim)
+    found: set[str] = set()
+    for source in sources:
+        if (evidence := best_evidence(claim, [source])) is not None:
+            found |= words & content_words(source.text[evidence.start : evidence.end])
+    return len(found) / (len(words) or 1)
+
+
 async def check_sentence(
-    claim: str, sources: list[Source], verify: Verifier | None, floor: float, copy: float
+    claim: str,
+    sources: list[Source],
+    verify: Verifier | None,
+    floor: float,
+    copy: float,
+    together: bool = False,
 ) -> tuple[bool | None, str, Evidence | None]:
-    """(supported, method, evidence) of one claim against `sources`."""
+    """(supported, method, evidence) of one claim against `sources`; `together`: the claim cites
+    them all, so its words may come from any of them (the evidence is still the best single span)."""
     if len(content_words(claim)) < 2:
         return None, "too_short", None
     evidence = best_evidence(claim, sources)
     if evidence is None:
         return False, "lexical", None
+    if together:
+        # NOTE: "X is a town [1]; Y is a river [2]" joins two facts in one sentence; no one span of
+        # either source holds half of its words (agent answers naming two things measured so).
+        evidence = replace(evidence, coverage=joint_coverage(claim, sources))
     if invented(claim, sources):
         return False, "lexical", evidence
     if evidence.coverage < floor:
@@ -126,8 +147,12 @@ async def check_claims(
     verify: Verifier | None,
     floor: float = 0.5,
     copy: float = 0.85,
+    answer_cites: list[Source] | None = None,
 ) -> list[dict]:
-    """One entry per sentence of `answer` (markers are citation numbers, as `resolve_citations` left them)."""
+    """One entry per sentence of `answer` (markers are citation numbers, as `resolve_citations` left
+    them). `answer_cites`: the sources the answer as a whole rests on (an agent's final_answer names
+    them apart from its text): a sentence without markers cites them; else it is checked against
+    every source."""
     by_citation = {c["citation"]: c["source_number"] for c in citations}
     by_number = {s.number: s for s in sources}
     claims = []
@@ -135,8 +160,9 @@ async def check_claims(
         sentence = answer[start:end]
         text, cited = split_markers(sentence)
         cited_sources = [by_number[by_citation[c]] for c in dict.fromkeys(cited) if c in by_citation]
+        cited_sources = cited_sources or answer_cites or []
         supported, method, evidence = await check_sentence(
-            text, cited_sources or sources, verify, floor, copy
+            text, cited_sources or sources, verify, floor, copy, together=len(cited_sources) > 1
         )
         citation = None
         if evidence is not None:

@@ -2,7 +2,8 @@
 
 The asks' check (agents/qa/claims.py) runs on the answer of every run that answered, lexically only
 (no verifier: a run already spent its LLM budget): each sentence against the sources it cites with
-`[n]`, else against every source the run gathered. A figure or a name no source states, or a
+`[n]`, else against those its final_answer call names (together: "X is a town; Y is a river" rests
+on two), else against every source the run gathered. A figure or a name no source states, or a
 sentence sharing under half of its content words with any one or two neighbouring sentences of a
 source, is `unsupported`; a sentence the sources nearly copy is `supported`; between the two it is
 `unknown`. A run that gathered no sources (a calculator or client-tool run) has nothing to check.
@@ -43,7 +44,9 @@ async def check_answer(values: dict) -> list[dict]:
         return []
     # NOTE: an agent's markers are the run's source numbers themselves (no renumbering).
     citations = [{"citation": s.number, "source_number": s.number} for s in sources]
-    return await check_claims(answer, citations, sources, verify=None)
+    named = {c.get("number") for c in values.get("citations") or []}
+    answer_cites = [s for s in sources if s.number in named]
+    return await check_claims(answer, citations, sources, verify=None, answer_cites=answer_cites)
 
 
 def claim_step(model: str | None, claims: list[dict]) -> dict:

@@ -39,6 +39,21 @@ def test_each_sentence_is_checked_against_the_sources_the_run_gathered():
     assert cited_wrong[0]["supported"] is False
 
 
+def test_a_sentence_naming_two_things_rests_on_the_sources_it_cites_together():
+    both = "The Foo report was written by Ada Lane in 2019, and the Bar festival started in Linden."
+    alone = asyncio.run(check_answer({"answer": both, "sources": SOURCES}))
+    assert alone[0]["supported"] is not True and alone[0]["coverage"] < 0.85  # no one span holds it
+    named = [{"number": 1}, {"number": 2}]  # the final_answer call's sources
+    together = asyncio.run(check_answer({"answer": both, "sources": SOURCES, "citations": named}))
+    assert together[0]["supported"] is True and together[0]["coverage"] >= 0.85
+    marked = both.removesuffix(".") + " [1, 2]."
+    assert asyncio.run(check_answer({"answer": marked, "sources": SOURCES}))[0]["supported"] is True
+    invented = (
+        "The Foo report was written by Ada Lane in 2020, and the Bar festival started in Linden [1, 2]."
+    )
+    assert asyncio.run(check_answer({"answer": invented, "sources": SOURCES}))[0]["supported"] is False
+
+
 def test_nothing_to_check_without_an_answer_or_sources():
     assert asyncio.run(check_answer({"answer": COPIED, "sources": {}})) == []
     assert asyncio.run(check_answer({"answer": None, "sources": SOURCES})) == []
