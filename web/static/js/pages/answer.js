@@ -48,7 +48,7 @@ function evidenceView(claim, citations) {
 }
 
 /** The answer's sentences as focusable spans marked with their verdict; `panel` shows the evidence. */
-function claimedAnswer(text, claims, citations, panel) {
+export function claimedAnswer(text, claims, citations, panel) {
   const parts = [];
   let at = 0;
   claims.forEach((claim, i) => {
@@ -77,7 +77,7 @@ function claimedAnswer(text, claims, citations, panel) {
   return parts;
 }
 
-function groundingLine(claims) {
+export function groundingLine(claims) {
   if (!claims) return h("p", { class: "grounding grounding-none" }, "Sentences not checked against the sources.");
   if (!claims.length) return null;
   const count = (v) => claims.filter((c) => c.verdict === v).length;
