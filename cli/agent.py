@@ -7,6 +7,7 @@ import json
 import typer
 from rich.console import Console
 
+from cli.ask import print_claims
 from cli.http import ApiKey, ApiUrl, check_response, make_client
 
 app = typer.Typer(help="Agents: ReAct, ReWOO and Plan-and-Execute over your collections.")
@@ -33,6 +34,8 @@ def _show(event: dict) -> None:
         )
     elif kind in ("stopped", "loop_guard"):
         console.print(f"[yellow]{kind}[/yellow] {event.get('detail') or event.get('name')}")
+    elif kind == "escalation":
+        console.print(f"[yellow]escalation[/yellow] {event['from']}: {event['reason']}", highlight=False)
 
 
 @app.command()
@@ -74,6 +77,7 @@ def run(
         console.print(f"[yellow]run {final['id']} waits for the caller:[/yellow] {final['required_action']}")
         return
     console.print(f"\n[bold]Answer:[/bold] {final.get('answer') or '(none)'}", highlight=False)
+    print_claims(final.get("claims") or [])
     for citation in final.get("citations", []):
         span = f"chars {citation['char_start']}-{citation['char_end']}"
         console.print(f"  [{citation['number']}] {citation['title']} ({span})", markup=False)
