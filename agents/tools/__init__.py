@@ -70,9 +70,19 @@ def check_client_tools(tools: Any) -> list[dict]:
     return list(tools)
 
 
+# A phrase said three times or more in a row, whatever its case: a small model's loop (SmolLM2's
+# ReWOO solver wrote one true sentence, then its source's title over and over up to the answer's
+# length cap; or one sentence, capitalised the first time only).
+_LOOP = re.compile(r"(?<!\w)(\S.{3,80}?)(?:\s*\1){2,}", re.IGNORECASE)
+
+
 def answer_text(arguments: dict) -> str:
-    """A final_answer call's answer, without the prompts' markup."""
-    return " ".join(_MARKUP.sub(" ", str(arguments.get("answer", ""))).split())
+    """A final_answer call's answer, without the prompts' markup, and without a loop: cut where the
+    loop starts, or after its phrase once when the whole answer loops."""
+    text = " ".join(_MARKUP.sub(" ", str(arguments.get("answer", ""))).split())
+    if loop := _LOOP.search(text):
+        text = text[: loop.start() or loop.end(1)].rstrip()
+    return text
 
 
 def not_an_answer(arguments: dict) -> str | None:

@@ -14,7 +14,7 @@ from agents.chat_model import ModelTurn, ToolCall, validate_call
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.graphs.rewoo import without_copies
-from agents.tools import ToolContext
+from agents.tools import ToolContext, answer_text
 from inference.client import Usage
 
 pytestmark = pytest.mark.unit
@@ -141,6 +141,18 @@ def test_the_prompts_markup_never_reaches_the_answer():
     assert out["answer"] == "[1] foo.txt: The Foo report is from 2019."
     refused = [s["output"] for s in out["steps"] if s["type"] == "tool_result"][-1]
     assert "the answer is empty" in refused  # markup alone answers nothing
+
+
+def test_an_answer_that_loops_is_cut_where_the_loop_starts():
+    looping = "A block holds 16 tokens [1]. " + "The inference engine: " * 3 + "The inference eng"
+    model = ScriptedModel(("final_answer", {"answer": looping, "sources": [1]}))
+    _, _, out = run("react", deps(model))
+    assert out["answer"] == "A block holds 16 tokens [1]."
+    # a whole answer that loops (SmolLM2's ReWOO solver, capitalised once) keeps its phrase once
+    whole = "The size is 1024; " + "the size is 1024; " * 5 + "the si"
+    assert answer_text({"answer": whole}) == "The size is 1024;"
+    fine = "It rose 10% in 2019, 2020 and 2021."
+    assert answer_text({"answer": fine}) == fine
 
 
 def test_a_tool_error_is_never_the_answer():
