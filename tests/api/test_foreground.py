@@ -4,6 +4,7 @@ tenants with nothing in it; an answer's own generation does not wait for its hol
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
@@ -69,3 +70,29 @@ def test_retrieval_pauses_the_engine_for_tenants_with_nothing_in_it(client, qa_c
         assert _searches_during_a_generation(http, state, other, collection_id) > 0
         assert _searches_during_a_generation(http, state, {}, collection_id) == 0
     assert gate._clear.is_set()  # nothing is held once every request ended
+
+
+def test_a_busy_tenants_requests_wait_for_another_tenants_hold(client, qa_collection):
+    """While the default tenant generates (an answer slot held), its other /v1 requests yield to a
+    hold another tenant's retrieval takes (Foreground.yield_to_holds), at most a quarter second."""
+    state = client.app.state.groundwork
+    gate = state.llm.foreground
+    plain = {**LONG, "model": state.settings.llm_model}
+    with running(client.app) as base, httpx.Client(base_url=base, timeout=300) as http:
+        _wait_idle(state.llm.engine)
+        with http.stream("POST", "/v1/chat/completions", json=plain) as chat:
+            assert chat.status_code == 200, chat.read()
+            lines = chat.iter_lines()
+            next(line for line in lines if line.startswith("data: "))  # generating: a slot held
+
+            def timed_get() -> float:
+                start = time.monotonic()
+                assert http.get(f"/v1/collections/{qa_collection}").status_code == 200
+                return time.monotonic() - start
+
+            free = timed_get()
+            hold = gate.take()  # another tenant's search, retrieving
+            threading.Timer(0.15, hold.release).start()
+            held = timed_get()
+            assert any(line == "data: [DONE]" for line in lines)
+    assert held >= 0.12 > free, (held, free)
