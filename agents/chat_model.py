@@ -13,6 +13,12 @@ which strict `json.loads` refuses).
 History stays in plain system/user/assistant messages (calls written as `<tool_call>` text,
 observations as user turns) because SmolLM2's template knows no `tool` role.
 
+`tool_format` "python" (setting `agents.tool_call_format`) has the in-process engine's model write a
+turn as a Python list of calls instead (inference/grammar/python_calls.py): the tools go into the
+system message in that layout, and the history's `<tool_call>` blocks are rewritten into it, so the
+graphs and their worked examples keep one layout of their own. A remote server is always asked
+through the `tools` API: it writes calls its own way.
+
 With `qa.cascade` (inference/provider.py `Rung`s) a turn whose calls are missing or invalid is
 made again by the next model (`turn_weakness`); the turn reports the model whose calls stood and
 the escalations, and its usage and time cover every model that tried.
@@ -29,7 +35,11 @@ from typing import Any, Protocol
 
 import jsonschema
 
+from inference.chat_template import with_system_text
 from inference.client import ChatBackend, LocalChatBackend, Usage
+from inference.grammar.python_call_parser import parse_python_calls
+from inference.grammar.python_calls import calls_text, python_tools_prompt
+from inference.grammar.spec import ToolFormat, tools_spec
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
@@ -121,8 +131,10 @@ class AgentChatModel:
         gate: TokenGate | None = None,
         rungs: list[Rung] | None = None,
         escalated: Callable[[list[dict]], None] | None = None,
+        tool_format: ToolFormat = "json",
     ) -> None:
         self.backend, self.max_tokens, self.temperature = backend, max_tokens, temperature
+        self.tool_format = tool_format
         self.constrained, self.cache_salt, self.gate = constrained, cache_salt, gate
         self.rungs = rungs or [Rung(backend.model_name, backend)]
         self.escalated = escalated  # told each turn's escalations (the platform's metrics)
@@ -176,24 +188,25 @@ class AgentChatModel:
         return ModelTurn(calls, content, usage, reason, (time.perf_counter() - start) * 1000)
 
     async def _local(self, backend, messages, tools, choice, max_tokens, parallel):
-        from inference.grammar.spec import parse_structured_output
-
         engine = backend.engine
+        python = self.tool_format == "python"
         spec = None
         if self.constrained:
             tool_choice = (
                 choice if choice == "required" else {"type": "function", "function": {"name": choice}}
             )
-            spec = parse_structured_output(
-                {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": parallel}
-            )
+            spec = tools_spec(tools, tool_choice, parallel, self.tool_format)
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=self.temperature,
             structured_output=spec,
             cache_salt=self.cache_salt,
         )
-        prompt = engine.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
+        if python:
+            shown = with_system_text(python_history(messages), python_tools_prompt(tools))
+            prompt = engine.apply_chat_template(shown, add_generation_prompt=True)
+        else:
+            prompt = engine.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
         parts: list[str] = []
         usage, reason = Usage(), None
         request_id = uuid.uuid4().hex
@@ -206,7 +219,7 @@ class AgentChatModel:
                 usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
                 reason = out.finish_reason
                 span.finish(reason, *usage.counts(), out.scheduled_at)
-        parsed = parse_tool_calls("".join(parts))
+        parsed = (parse_python_calls if python else parse_tool_calls)("".join(parts))
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason
 
@@ -231,6 +244,23 @@ def turn_weakness(turn: ModelTurn) -> str | None:
     if any(c.error for c in turn.tool_calls):
         return "invalid_tool_call"
     return None
+
+
+def python_history(messages: list[dict]) -> list[dict]:
+    """`messages` with the assistant turns' `<tool_call>` blocks written as Python call lists."""
+    out = []
+    for message in messages:
+        parsed = (
+            parse_tool_calls(message.get("content") or "") if message.get("role") == "assistant" else None
+        )
+        if parsed is not None and parsed.tool_calls:
+            written = calls_text((c.name, c.arguments) for c in map(_from_openai, parsed.tool_calls))
+            message = {
+                **message,
+                "content": f"{parsed.content.strip()}\n{written}" if parsed.content else written,
+            }
+        out.append(message)
+    return out
 
 
 def _from_openai(call: dict) -> ToolCall:

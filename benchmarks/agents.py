@@ -1,4 +1,5 @@
-"""Agents: `python -m benchmarks.agents [--quick] [--limit N] [--tasks N] [--skip-bfcl] [--skip-tasks]`.
+"""Agents: `python -m benchmarks.agents [--quick] [--limit N] [--tasks N] [--tool-format json,python]
+[--skip-bfcl] [--skip-tasks]`.
 
 Two parts, both on the in-process engine with the packaged model (settings `llm_model`):
 
@@ -7,9 +8,12 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
    `final_answer` escape, as our agents do); unconstrained: the same tools prompt, free text, calls
    parsed from `<tool_call>` blocks. Schema-valid rate (calls that parse and validate), BFCL AST
    accuracy (function name, required arguments, allowed values; no extra arguments) and
-   irrelevance accuracy (no function called).
+   irrelevance accuracy (no function called). Each row once per call layout in `--tool-format`:
+   `<tool_call>` JSON blocks or a Python list of calls (inference/grammar/python_calls.py), both
+   in the same run.
 2. Multi-step tasks built from dbpedia-entity-subset: each asks for two entities' documents by
-   name, so it needs two searches; gold = both documents. ReAct vs ReWOO vs Plan-and-Execute:
+   name, so it needs two searches; gold = both documents (calls in `agents.tool_call_format`).
+   ReAct vs ReWOO vs Plan-and-Execute:
    success (both gold documents cited or both titles in the answer), LLM calls, prompt and
    completion tokens, wall time per task; and the claim check an answered run gets on the platform
    (agents/runs/grounding.py): its sentences, the unsupported ones, whether `qa.cascade` would
@@ -63,10 +67,10 @@ def load_bfcl(category: str, limit: int) -> list[BfclCase]:
     return cases[:limit]
 
 
-async def bfcl(backend, limit: int, categories: list[str], free: bool) -> dict:
+async def bfcl(backend, limit: int, categories: list[str], free: bool, formats: list[str]) -> dict:
     results = {}
-    for constrained in (True, False) if free else (True,):
-        model = AgentChatModel(backend, max_tokens=512, constrained=constrained)
+    for constrained, tool_format in [(c, f) for c in ((True, False) if free else (True,)) for f in formats]:
+        model = AgentChatModel(backend, max_tokens=512, constrained=constrained, tool_format=tool_format)
         for category in categories:
             rows = []
             for case in load_bfcl(category, limit):
@@ -107,7 +111,7 @@ async def bfcl(backend, limit: int, categories: list[str], free: bool) -> dict:
                 )
             else:
                 summary["ast_accuracy"] = round(sum(r.get("ast", False) for r in rows) / max(1, len(rows)), 3)
-            key = f"{category}/{'grammar' if constrained else 'free'}"
+            key = f"{category}/{'grammar' if constrained else 'free'}/{tool_format}"
             results[key] = {**summary, "rows": rows}
             console.print(key, {k: v for k, v in summary.items()})
     return results
@@ -174,7 +178,8 @@ async def run_tasks(
         order = kinds[i % 3 :] + kinds[: i % 3]
         for kind in order:
             context = ToolContext(sessions, settings, DEFAULT_TENANT, [collection_id], backend, models=models)
-            deps = AgentDeps(AgentChatModel(backend), context, ["search"], [], Budgets(max_steps=6))
+            model = AgentChatModel(backend, tool_format=settings.agents.tool_call_format)
+            deps = AgentDeps(model, context, ["search"], [], Budgets(max_steps=6))
             graph = BUILDERS[kind]().compile(checkpointer=InMemorySaver())
             config = {"configurable": {"thread_id": uuid.uuid4().hex, "deps": deps}, "recursion_limit": 100}
             start = time.perf_counter()
@@ -260,6 +265,11 @@ def main() -> None:
     parser.add_argument(
         "--free", action=argparse.BooleanOptionalAction, default=True, help="Also the unconstrained rows."
     )
+    parser.add_argument(
+        "--tool-format",
+        default="json,python",
+        help="BFCL rows per call layout (agents/chat_model.py); the tasks use agents.tool_call_format.",
+    )
     parser.add_argument("--skip-bfcl", action="store_true")
     parser.add_argument("--skip-tasks", action="store_true")
     args = parser.parse_args()
@@ -278,7 +288,12 @@ def main() -> None:
     )
     engine_client = start_local_engine(settings)
     backend = LocalChatBackend(engine_client)
-    report = {"model": settings.llm_model, "machine": cpu_info(), "args": vars(args)}
+    report = {
+        "model": settings.llm_model,
+        "machine": cpu_info(),
+        "args": vars(args),
+        "task_tool_format": settings.agents.tool_call_format,
+    }
     default = type(settings).model_fields["llm_model"].default
     model = settings.llm_model
     name = Path(model).name.removesuffix(".gguf")  # not `.stem`: qwen2.5-coder-1.5b is a name, not a file
@@ -286,7 +301,9 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:
-            report["bfcl"] = asyncio.run(bfcl(backend, args.limit, args.categories.split(","), args.free))
+            report["bfcl"] = asyncio.run(
+                bfcl(backend, args.limit, args.categories.split(","), args.free, args.tool_format.split(","))
+            )
             out.write_text(json.dumps(carry_over(report, out), indent=1))  # a long run keeps its first part
         if not args.skip_tasks:
             database = open_database(settings)
@@ -319,14 +336,25 @@ def carry_over(report: dict, out: Path) -> dict:
 def print_tables(report: dict) -> None:
     if "bfcl" in report:
         table = Table(title=f"BFCL tool calls ({report['model']})")
-        for column in ("category", "mode", "cases", "called", "schema-valid", "AST / irrelevance acc.", "ms"):
+        columns = (
+            "category",
+            "mode",
+            "layout",
+            "cases",
+            "called",
+            "schema-valid",
+            "AST / irrelevance acc.",
+            "ms",
+        )
+        for column in columns:
             table.add_column(column)
         for key, r in report["bfcl"].items():
-            category, mode = key.split("/")
+            category, mode, layout = (key.split("/") + ["json"])[:3]  # files before layouts: json
             accuracy = r.get("ast_accuracy", r.get("irrelevance_accuracy"))
             table.add_row(
                 category,
                 mode,
+                layout,
                 str(r["cases"]),
                 str(r["called"]),
                 f"{r['schema_valid_rate']:.1%}",

@@ -137,7 +137,11 @@ class AgentEvaluator:
 
     async def evaluate(self, session: Session, key: str) -> ItemResult:
         case = self.cases[key]
-        model = AgentChatModel(self.ctx.llm.backend(), max_tokens=self.max_tokens)
+        model = AgentChatModel(
+            self.ctx.llm.backend(),
+            max_tokens=self.max_tokens,
+            tool_format=self.ctx.settings.agents.tool_call_format,
+        )
         turn = await model.call(case.messages, [*case.tools, final_answer_tool()], "required", parallel=True)
         calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER]
         called = bool(calls)

@@ -29,12 +29,11 @@ def render_chat(
     # NOTE: a template that ignores `tools` renders the same text with and without them.
     if with_tools != render(messages, None):
         return with_tools
-    return render(with_tools_system_message(messages, tools), None)
+    return render(with_system_text(messages, tools_prompt(tools)), None)
 
 
-def with_tools_system_message(messages: list[dict], tools: list[dict]) -> list[dict]:
-    """`messages` with the tools prompt added to the leading system message (or as a new one)."""
-    prompt = tools_prompt(tools)
+def with_system_text(messages: list[dict], prompt: str) -> list[dict]:
+    """`messages` with `prompt` added to the leading system message (or as a new one)."""
     if messages and messages[0].get("role") == "system":
         first = messages[0]
         content = first.get("content") or ""

@@ -199,7 +199,12 @@ class AgentRunner:
             context.retrieval_llm = self.retrieval_llm(run.tenant_id, backend)
         gate = self.gates.get(run.id) or self.gate_for(run)
         model = AgentChatModel(
-            backend, cache_salt=str(run.tenant_id), gate=gate, rungs=rungs, escalated=self.escalated
+            backend,
+            cache_salt=str(run.tenant_id),
+            gate=gate,
+            rungs=rungs,
+            escalated=self.escalated,
+            tool_format=self.settings.agents.tool_call_format,
         )
         return AgentDeps(
             model,

@@ -1,10 +1,19 @@
 """Settings of agent runs (see agents/README.md): bounds on what a caller may hand a run, and the
 leases of running segments (core/durable.py)."""
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
 class AgentSettings(BaseModel):
+    tool_call_format: Literal["json", "python"] = Field(
+        default="python",
+        description="How the in-process engine's model writes an agent's tool calls: 'python', a list "
+        "of calls with keyword arguments (`[search(query=\"...\")]`), or 'json', `<tool_call>` blocks. "
+        "Measured on bfcl-dev (benchmarks.agents --tool-format): see agents/README.md. A remote "
+        "server is asked through the OpenAI `tools` API either way.",
+    )
     max_plan_steps: int = Field(
         default=20, ge=1, description="Most steps of a plan a caller gives when reviewing a run (else 422)."
     )

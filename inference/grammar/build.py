@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import xgrammar as xgr
 
+from inference.grammar.python_calls import python_calls_ebnf
 from inference.grammar.tools import tool_call_structural_tag
 from inference.protocol import InvalidRequestError
 
@@ -72,6 +73,10 @@ def _convert(spec: StructuredOutputSpec) -> xgr.Grammar:
             # json.dumps spells each choice as an EBNF string literal (same escapes).
             return xgr.Grammar.from_ebnf(
                 "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in spec.choices)
+            )
+        case "tools" if spec.tool_format == "python":
+            return xgr.Grammar.from_ebnf(
+                python_calls_ebnf(spec.tools, spec.tool_choice, spec.parallel_tool_calls)
             )
         case "tools":
             tag = tool_call_structural_tag(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Literal
 
@@ -33,6 +33,9 @@ from inference.grammar.tools import ToolChoice, normalize_tool_choice, normalize
 from inference.protocol import InvalidRequestError
 
 Kind = Literal["json_object", "json_schema", "regex", "grammar", "choice", "tools"]
+# How a tool call is written: `<tool_call>` JSON blocks (tools.py) or a Python list of calls
+# (python_calls.py). Requests get "json"; the platform's agents may choose "python" (`tools_spec`).
+ToolFormat = Literal["json", "python"]
 _STRUCTURED_OUTPUT_KEYS = ("json", "regex", "grammar", "choice", "json_object")
 
 
@@ -48,6 +51,7 @@ class StructuredOutputSpec:
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: ToolChoice = ("auto", None)
     parallel_tool_calls: bool = True
+    tool_format: ToolFormat = "json"
     cache_key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -86,6 +90,19 @@ def parse_structured_output(request: Mapping[str, Any]) -> StructuredOutputSpec 
         return None
     spec = chosen[0][1]
     spec.grammar  # noqa: B018 - builds (and caches) the grammar so that xgrammar errors surface here
+    return spec
+
+
+def tools_spec(
+    tools: list[dict], tool_choice: Any, parallel: bool, tool_format: ToolFormat = "json"
+) -> StructuredOutputSpec:
+    """The constraint of a tool-calling turn in either layout (InvalidRequestError as requests get)."""
+    request = {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": parallel}
+    spec = _from_tools(request)
+    if spec is None:
+        raise InvalidRequestError("tool_choice 'none' asks for no tool call")
+    spec = replace(spec, tool_format=tool_format)
+    spec.grammar  # noqa: B018 - as parse_structured_output: xgrammar errors surface here
     return spec
 
 

@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.chat_model import AgentChatModel, ToolCall, _from_openai, validate_call
+from agents.chat_model import AgentChatModel, ToolCall, _from_openai, python_history, validate_call
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps
-from agents.tools import BUILTIN, ToolContext, final_answer_tool
+from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
 from inference.client import LocalChatBackend, RemoteChatBackend
 from inference.provider import start_local_engine
 from inference.server import create_app as create_engine_app
@@ -48,8 +48,9 @@ def engine(settings):
     engine.shutdown()
 
 
-def test_every_constrained_call_validates_against_its_schema(engine):
-    model = AgentChatModel(LocalChatBackend(engine))
+@pytest.mark.parametrize("tool_format", ["json", "python"])
+def test_every_constrained_call_validates_against_its_schema(engine, tool_format):
+    model = AgentChatModel(LocalChatBackend(engine), tool_format=tool_format)
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     for prompt in PROMPTS:
         for choice in ("required", "book_table"):
@@ -59,6 +60,20 @@ def test_every_constrained_call_validates_against_its_schema(engine):
             assert call.error is None and (choice == "required" or call.name == choice), call
             jsonschema.validate(call.arguments, schemas[call.name])
             assert turn.usage.prompt_tokens > 0 and turn.usage.completion_tokens > 0
+
+
+def test_python_layout_shows_history_calls_in_its_own_layout():
+    said = [
+        ToolCall("search", {"query": "Foo"}),
+        ToolCall(FINAL_ANSWER, {"answer": "A [1].", "sources": [1]}),
+    ]
+    history = [
+        {"role": "user", "content": "Who?"},
+        {"role": "assistant", "content": "\n".join(c.as_text() for c in said)},
+    ]
+    shown = python_history(history)
+    assert shown[0] == history[0]
+    assert shown[1]["content"] == '[search(query="Foo"), final_answer(answer="A [1].", sources=[1])]'
 
 
 def test_validation_catches_what_an_unconstrained_server_may_send():
