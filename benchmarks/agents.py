@@ -20,9 +20,10 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
    escalate (`flagged`), and how the flag agrees with failed tasks.
 
 Writes benchmarks/results/agents.json (agents.<model>.json for another `llm_model`, e.g. a GGUF path in
-GROUNDWORK_LLM_MODEL) and prints tables; a part skipped with --skip-* is kept from the earlier file
-(under "carried_over"). Tasks alternate the agent order per task
-(ABC, BCA, CAB) so that machine noise does not favour one agent.
+GROUNDWORK_LLM_MODEL; `.python-calls` before `.json` when GROUNDWORK_AGENTS__TOOL_CALL_FORMAT=python)
+and prints tables; a part skipped with --skip-* is kept from the earlier file (under "carried_over").
+Tasks alternate the agent order per task (ABC, BCA, CAB) so that machine noise does not favour one
+agent.
 """
 
 from __future__ import annotations
@@ -204,6 +205,8 @@ async def run_tasks(
                     "prompt_tokens": usage.get("prompt_tokens", 0),
                     "completion_tokens": usage.get("completion_tokens", 0),
                     "wall_s": round(time.perf_counter() - start, 2),
+                    "plans": [s["plan"] for s in out.get("steps", []) if s.get("type") == "plan"],
+                    "answer": (out.get("answer") or "")[:300],
                 }
             )
         console.print(f"task {i + 1}/{len(tasks)}", {k: rows[k][-1]["success"] for k in kinds})
@@ -298,6 +301,9 @@ def main() -> None:
     model = settings.llm_model
     name = Path(model).name.removesuffix(".gguf")  # not `.stem`: qwen2.5-coder-1.5b is a name, not a file
     out = RESULTS if model == default else RESULTS.with_suffix(f".{name}.json")
+    layout = settings.agents.tool_call_format
+    if layout != type(settings.agents).model_fields["tool_call_format"].default:
+        out = out.with_suffix(f".{layout}-calls.json")  # the tasks in another layout: a file of their own
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:

@@ -96,12 +96,23 @@ REWOO_SOLVER = [
     call(FINAL_ANSWER, PAIR_ANSWER),
 ]
 
+# Two things, two steps, as ReWOO's planner is shown.
 PLANNER = [
     {"role": "user", "content": QUESTION},
     call("plan", {"steps": [QUESTION]}),
+    {"role": "user", "content": PAIR},
+    call("plan", {"steps": ["When did the Bar festival start?", "Where does the Baz river flow?"]}),
 ]
 
+# A step left is planned again; none left is answered. Shown only the second, the models answered
+# after the first of two steps (agents/README.md, Call layouts).
 REPLANNER = [
+    {
+        "role": "user",
+        "content": f"Task: {PAIR}\n\nDone:\n- When did the Bar festival start?: It started in 1988 [1].\n\n"
+        "Steps left:\n- Where does the Baz river flow?\n\nSources:\n[1] bar-festival.txt",
+    },
+    call("replan", {"steps": ["Where does the Baz river flow?"]}),
     {
         "role": "user",
         "content": f"Task: {QUESTION}\n\nDone:\n- {QUESTION}: {ANSWER['answer']}\n\nSteps left:\n(none)\n\n"

@@ -8,11 +8,13 @@ from pydantic import BaseModel, Field
 
 class AgentSettings(BaseModel):
     tool_call_format: Literal["json", "python"] = Field(
-        default="python",
-        description="How the in-process engine's model writes an agent's tool calls: 'python', a list "
-        "of calls with keyword arguments (`[search(query=\"...\")]`), or 'json', `<tool_call>` blocks. "
-        "Measured on bfcl-dev (benchmarks.agents --tool-format): see agents/README.md. A remote "
-        "server is asked through the OpenAI `tools` API either way.",
+        default="json",
+        description="How the in-process engine's model writes an agent's tool calls: 'json', "
+        "`<tool_call>` blocks, or 'python', a list of calls with keyword arguments "
+        "(`[search(query=\"...\")]`). With Qwen2.5-Coder-1.5B, 'python' made more BFCL turns that need "
+        "several calls right and ReAct three times cheaper, but Plan-and-Execute planned one step and "
+        "failed its two-search tasks (agents/README.md, Call layouts). A remote server is asked "
+        "through the OpenAI `tools` API either way.",
     )
     max_plan_steps: int = Field(
         default=20, ge=1, description="Most steps of a plan a caller gives when reviewing a run (else 422)."

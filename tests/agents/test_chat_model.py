@@ -94,10 +94,12 @@ def test_remote_server_gets_the_openai_tools_api(engine, settings):
     assert turn.usage.prompt_tokens > 0
 
 
-def test_react_turn_of_two_calls_end_to_end(engine):
+# In Python calls SmolLM2 makes one call of the two in its first turn.
+@pytest.mark.parametrize(("tool_format", "first_calls"), [("json", 2), ("python", 1)])
+def test_react_turn_of_two_calls_end_to_end(engine, tool_format, first_calls):
     # Two things asked: with the two-call worked example SmolLM2 makes both calls in one turn. Its
     # searches fail here (no database in the context): errors are observations, never the answer.
-    model = AgentChatModel(LocalChatBackend(engine))
+    model = AgentChatModel(LocalChatBackend(engine), tool_format=tool_format)
     context = ToolContext(None, None, uuid.uuid4(), [], None)
     deps = AgentDeps(model, context, ["search", "calculator"])
     graph = BUILDERS["react"]().compile(checkpointer=InMemorySaver())
@@ -105,9 +107,9 @@ def test_react_turn_of_two_calls_end_to_end(engine):
     task = "What is 17 times 23, and what is 6 plus 9?"
     out = asyncio.run(graph.ainvoke({"task": task, "usage": {}}, config))
     turns = [s for s in out["steps"] if s["type"] == "llm" and s["node"] == "agent"]
-    assert len(turns[0]["tool_calls"]) >= 2, turns[0]
+    assert len(turns[0]["tool_calls"]) >= first_calls, turns[0]
     assert all(c["error"] is None for c in turns[0]["tool_calls"]), turns[0]
     results = [s for s in out["steps"] if s["type"] == "tool_result"]
-    assert len(results) == out["usage"]["tool_calls"] >= 2
+    assert len(results) == out["usage"]["tool_calls"] >= first_calls
     assert out["finish_reason"] in ("answered", "budget_exhausted"), out.get("detail")
     assert not (out.get("answer") or "").startswith("Error:")
