@@ -11,9 +11,9 @@ class AgentSettings(BaseModel):
         default="json",
         description="How the in-process engine's model writes an agent's tool calls: 'json', "
         "`<tool_call>` blocks, or 'python', a list of calls with keyword arguments "
-        "(`[search(query=\"...\")]`). With Qwen2.5-Coder-1.5B, 'python' made more BFCL turns that need "
-        "several calls right and ReAct three times cheaper, but Plan-and-Execute planned one step and "
-        "failed its two-search tasks (agents/README.md, Call layouts). A remote server is asked "
+        '(`[search(query="...")]`), as in BFCL\'s prompt mode. Python calls made more multi-call BFCL '
+        "turns right and more SmolLM2 runs succeed, but Plan-and-Execute re-plans too often in them "
+        "(agents/README.md, Call layouts). A remote server is asked "
         "through the OpenAI `tools` API either way.",
     )
     max_plan_steps: int = Field(
