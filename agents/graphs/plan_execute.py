@@ -135,6 +135,11 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     # blank step) yet means "nothing left to do": the run finishes with what it has.
     if isinstance(steps, list) and not any(isinstance(s, str) and s.strip() for s in steps):
         return merge_updates(update, await _nothing_left({**state, **update}, deps, messages))
+    # NOTE: a plan of steps already done would run them again and come back here (the 1.5B in
+    # Python calls re-planned [A, B] after both, until its budget ran out): nothing is left.
+    done = {p["step"].strip().lower() for p in state.get("past_steps", [])}
+    if call is not None and call.error is None and all(s.strip().lower() in done for s in steps):
+        return merge_updates(update, await _nothing_left({**state, **update}, deps, messages))
     if call is None or call.error is not None:
         return {
             **update,

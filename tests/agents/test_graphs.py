@@ -311,6 +311,19 @@ def test_plan_execute_replanner_with_an_empty_plan_answers_from_the_results():
     assert out["finish_reason"] == "plan_done" and out["answer"] == "4"
 
 
+def test_plan_execute_replan_of_done_steps_answers_instead_of_running_them_again():
+    model = ScriptedModel(
+        ("plan", {"steps": ["add 2 and 2"]}),
+        ("calculator", {"expression": "2+2"}),
+        ("final_answer", {"answer": "4", "sources": []}),
+        ("replan", {"steps": ["Add 2 and 2 "]}),  # the step just done, again
+        ("final_answer", {"answer": "It is 4", "sources": []}),
+    )
+    _, _, out = run("plan_execute", deps(model))
+    assert out["finish_reason"] == "answered" and out["answer"] == "It is 4"
+    assert out["usage"]["tool_calls"] == 1 and model.seen[-1][2] == "final_answer"
+
+
 def test_quoted_document_text_cannot_close_its_own_quote():
     from agents.tools.knowledge import close_quote, quoted
 
