@@ -16,11 +16,13 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
    ReAct vs ReWOO vs Plan-and-Execute:
    success (both gold documents cited or both titles in the answer), LLM calls, prompt and
    completion tokens, wall time per task; and the claim check an answered run gets on the platform
-   (agents/runs/grounding.py): its sentences, the unsupported ones, whether `qa.cascade` would
-   escalate (`flagged`), and how the flag agrees with failed tasks.
+   (agents/runs/grounding.py): its sentences, the unsupported ones, the task's names the answer
+   leaves out (`missing`), whether `qa.cascade` would escalate (`flagged`: unsupported claims or
+   a name left out), and how the flag agrees with failed tasks.
 
 Writes benchmarks/results/agents.json (agents.<model>.json for another `llm_model`, e.g. a GGUF path in
-GROUNDWORK_LLM_MODEL; `.python-calls` before `.json` when GROUNDWORK_AGENTS__TOOL_CALL_FORMAT=python)
+GROUNDWORK_LLM_MODEL; `.python-calls` before `.json` for the tasks in Python calls,
+GROUNDWORK_AGENTS__TOOL_CALL_FORMAT=python)
 and prints tables; a part skipped with --skip-* is kept from the earlier file (under "carried_over").
 Tasks alternate the agent order per task (ABC, BCA, CAB) so that machine noise does not favour one
 agent.
@@ -47,6 +49,7 @@ from agents.chat_model import AgentChatModel
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.qa.cascade import too_unsupported
+from agents.qa.completeness import missing_things
 from agents.runs.grounding import check_answer
 from agents.tools import FINAL_ANSWER, ToolContext, final_answer_tool
 from evals.bfcl import BfclCase, ast_match, load_category
@@ -191,7 +194,9 @@ async def run_tasks(
             usage = out.get("usage", {})
             # The claim check the platform runs on an answered run (agents/runs/grounding.py), and
             # whether qa.cascade would escalate on it: does the flag find the failed tasks?
-            claims = await check_answer(out) if out.get("finish_reason") == "answered" else []
+            answered = out.get("finish_reason") == "answered"
+            claims = await check_answer(out) if answered else []
+            missing = missing_things(task["task"], out.get("answer") or "") if answered else []
             rows[kind].append(
                 {
                     "task": i,
@@ -199,7 +204,8 @@ async def run_tasks(
                     "finish_reason": out.get("finish_reason"),
                     "sentences": len(claims),
                     "unsupported": sum(c["supported"] is False for c in claims),
-                    "flagged": too_unsupported(claims, settings.qa),
+                    "missing": missing,
+                    "flagged": too_unsupported(claims, settings.qa) or bool(missing),
                     "llm_calls": usage.get("llm_calls", 0),
                     "searches": usage.get("tool_calls", 0),
                     "prompt_tokens": usage.get("prompt_tokens", 0),
@@ -218,6 +224,7 @@ async def run_tasks(
             "success_rate": round(sum(r["success"] for r in items) / n, 3),
             "answered_rate": round(sum(r["finish_reason"] == "answered" for r in items) / n, 3),
             "flagged": sum(r["flagged"] for r in items),
+            "incomplete": sum(bool(r.get("missing")) for r in items),
             "flagged_failed": sum(r["flagged"] and not r["success"] for r in items),
             "unflagged_failed": sum(
                 r["finish_reason"] == "answered" and not r["flagged"] and not r["success"] for r in items
@@ -301,9 +308,8 @@ def main() -> None:
     model = settings.llm_model
     name = Path(model).name.removesuffix(".gguf")  # not `.stem`: qwen2.5-coder-1.5b is a name, not a file
     out = RESULTS if model == default else RESULTS.with_suffix(f".{name}.json")
-    layout = settings.agents.tool_call_format
-    if layout != type(settings.agents).model_fields["tool_call_format"].default:
-        out = out.with_suffix(f".{layout}-calls.json")  # the tasks in another layout: a file of their own
+    if settings.agents.tool_call_format == "python":
+        out = out.with_suffix(".python-calls.json")  # the tasks in each layout: a file of their own
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:

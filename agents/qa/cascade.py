@@ -8,6 +8,8 @@ Weak, cheapest test first (`weakness`):
   scores at least `qa.cascade_strong_sources` (weaker sources are the no-answer gate's to refuse);
 - `unsupported_claims`: more than `qa.cascade_max_unsupported` of its sentences unsupported in the
   claim check (claims.py);
+- `incomplete_answer`: a written answer that never mentions one of the things the question names
+  (completeness.py); a quote is left alone, since the next model would quote the same sentences;
 - `low_quote_score`: a quote whose sentences score under `qa.cascade_min_quote_score` on average.
 
 NOTE: an answer that may still be replaced is held back, never streamed: an OpenAI stream cannot
@@ -20,6 +22,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from agents.qa.completeness import missing_things
 from core.settings.qa import QASettings
 from inference.client import Usage
 from inference.provider import Rung
@@ -40,9 +43,10 @@ _REFUSAL = re.compile(
 
 
 def weakness(
-    answer: Answer, claims: list[dict] | None, best_source: float, settings: QASettings
+    answer: Answer, claims: list[dict] | None, best_source: float, settings: QASettings, question: str = ""
 ) -> str | None:
-    """Why `answer` (its sentences checked into `claims`) should go to the next model, or None."""
+    """Why `answer` to `question` (its sentences checked into `claims`) should go to the next model,
+    or None."""
     if answer.mode == "generate":
         if answer.finish_reason == "length":
             return "truncated"
@@ -50,6 +54,8 @@ def weakness(
             return "refusal"
     if too_unsupported(claims or [], settings):
         return "unsupported_claims"
+    if answer.mode == "generate" and missing_things(question, answer.text):
+        return "incomplete_answer"
     if answer.quote_score is not None and answer.quote_score < settings.cascade_min_quote_score:
         return "low_quote_score"
     return None

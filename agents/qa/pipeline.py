@@ -161,7 +161,7 @@ class AskPipeline:
                 )
                 answer.claims = claims if check else None
             best = max((s.score for s in sources), default=0.0)
-            return None if last else weakness(answer, claims, best, self.settings)
+            return None if last else weakness(answer, claims, best, self.settings, query)
 
         answer = None
         async for piece in cascade(self.rungs, attempt, judge):

@@ -8,9 +8,11 @@ sentence sharing under half of its content words with any one or two neighbourin
 source, is `unsupported`; a sentence the sources nearly copy is `supported`; between the two it is
 `unknown`. A run that gathered no sources (a calculator or client-tool run) has nothing to check.
 
-The result is the run's `claim_check` trace step (the run's `claims` are read from it); with
-`qa.cascade`, an answer with more than `qa.cascade_max_unsupported` of its sentences unsupported is
-weak (`unsupported_claims`), and the next model runs the task again (agents/runs/runner.py).
+The result is the run's `claim_check` trace step (the run's `claims` are read from it), with the
+things the task names that the answer never mentions (`missing`, agents/qa/completeness.py). With
+`qa.cascade`, an answer with more than `qa.cascade_max_unsupported` of its sentences unsupported
+(`unsupported_claims`) or one leaving out a named thing (`incomplete_answer`) is weak, and the next
+model runs the task again (agents/runs/runner.py).
 """
 
 from __future__ import annotations
@@ -49,14 +51,16 @@ async def check_answer(values: dict) -> list[dict]:
     return await check_claims(answer, citations, sources, verify=None, answer_cites=answer_cites)
 
 
-def claim_step(model: str | None, claims: list[dict]) -> dict:
-    """The trace step holding the check of the answer `model` wrote."""
+def claim_step(model: str | None, claims: list[dict], missing: list[str] | None = None) -> dict:
+    """The trace step holding the check of the answer `model` wrote; `missing`: the things the task
+    names that the answer leaves out (agents/qa/completeness.py)."""
     return {
         "type": CLAIM_CHECK,
         "model": model,
         "sentences": len(claims),
         "unsupported": sum(1 for c in claims if c["supported"] is False),
         "claims": claims,
+        "missing": missing or [],
         "at": round(time.time(), 3),
     }
 

@@ -31,6 +31,7 @@ from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps, Budgets
 from agents.mcp import McpPool, McpToolbox
 from agents.qa.cascade import too_unsupported
+from agents.qa.completeness import missing_things
 from agents.runs.checkpoints import open_checkpointer
 from agents.runs.escalation import NO_ANSWER, answered_by, escalation_step, level, run_usage
 from agents.runs.events import RunEvents
@@ -278,12 +279,17 @@ class AgentRunner:
         if finish_reason == "answered":
             model = answered_by(run.trace)["model"]
             claims = await check_answer(values)
-            step = claim_step(model, claims)
+            missing = missing_things(run.input, values.get("answer") or "")
+            step = claim_step(model, claims, missing)
             run.trace = [*run.trace, step]
             self.live.publish(run.id, step)
             # NOTE: turns may already have escalated: an answer the last model wrote stands.
-            if model in models[:-1] and too_unsupported(claims, self.settings.qa):
+            if model not in models[:-1]:
+                return None
+            if too_unsupported(claims, self.settings.qa):
                 reason = "unsupported_claims"
+            elif missing:
+                reason = "incomplete_answer"
             else:
                 return None
         elif finish_reason in NO_ANSWER:

@@ -38,7 +38,8 @@ class AskOut(BaseModel):
     escalations: list[dict[str, Any]] = Field(
         default_factory=list,
         description="qa.cascade: `{from, reason}` for each model whose answer was weak, in order; the "
-        "answer is `model`'s (reasons: truncated, refusal, unsupported_claims, low_quote_score).",
+        "answer is `model`'s (reasons: truncated, refusal, unsupported_claims, incomplete_answer, "
+        "low_quote_score).",
     )
     conversation_id: str | None = None
     message_id: str | None = None

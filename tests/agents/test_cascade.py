@@ -40,6 +40,14 @@ def test_weak_answers_and_why():
     low = answer("Owls fly silently. [1]", "quote", score=QA.cascade_min_quote_score - 0.01)
     assert weakness(low, [claim(True)], 0.9, QA) == "low_quote_score"
     assert weakness(answer("Owls fly silently. [1]", "quote", score=0.7), [claim(True)], 0.9, QA) is None
+    # a question about two things answered about one (a quote would be the same from the next model)
+    two = "When were the Zephyr and the Orca released?"
+    one = answer("The Zephyr was released in March [1].")
+    assert weakness(one, [claim(True)], 0.9, QA, question=two) == "incomplete_answer"
+    both = answer("The Zephyr was released in March [1], the Orca in May [2].")
+    assert weakness(both, [claim(True)], 0.9, QA, question=two) is None
+    quoted = answer("The Zephyr was released in March. [1]", "quote", score=0.7)
+    assert weakness(quoted, [claim(True)], 0.9, QA, question=two) is None
 
 
 def test_agent_turns_without_a_valid_call_are_weak():

@@ -62,9 +62,11 @@ def test_nothing_to_check_without_an_answer_or_sources():
     assert claims_of([first, {"type": "escalation"}, last]) == [] and first["unsupported"] == 1
 
 
-def weakness(trace: list[dict], values: dict, models: list[str]) -> tuple[str | None, list[dict]]:
-    """AgentRunner._weakness on a run with `trace`: the reason, and the trace it left."""
-    run = SimpleNamespace(id="r", trace=list(trace))
+def weakness(
+    trace: list[dict], values: dict, models: list[str], task: str = "What is the Foo report?"
+) -> tuple[str | None, list[dict]]:
+    """AgentRunner._weakness on a run of `task` with `trace`: the reason, and the trace it left."""
+    run = SimpleNamespace(id="r", trace=list(trace), input=task)
     runner = SimpleNamespace(live=RunEvents(), settings=SimpleNamespace(qa=QASettings()))
     return asyncio.run(AgentRunner._weakness(runner, run, values, models)), run.trace
 
@@ -85,3 +87,16 @@ def test_an_unsupported_answer_escalates_unless_the_last_model_wrote_it():
     stopped = {"finish_reason": "budget_exhausted"}
     assert weakness([small_turn], stopped, ["small", "large"]) == ("no_answer:budget_exhausted", [small_turn])
     assert weakness([small_turn, {"type": "escalation"}], stopped, ["small", "large"])[0] is None
+
+
+def test_an_answer_leaving_out_a_thing_the_task_names_escalates():
+    task = "What are the Foo report and the Bar festival?"
+    answered = {"finish_reason": "answered", "answer": COPIED, "sources": SOURCES}
+    small_turn = {"type": "llm", "model": "small"}
+    reason, trace = weakness([small_turn], answered, ["small", "large"], task)
+    assert reason == "incomplete_answer" and trace[-1]["missing"] == ["Bar"]
+    both = f"{COPIED} The Bar festival started in Linden [2]."
+    assert weakness([small_turn], {**answered, "answer": both}, ["small", "large"], task)[0] is None
+    # recorded on the last model's answer too, which stands
+    reason, trace = weakness([small_turn], answered, ["small"], task)
+    assert reason is None and trace[-1]["missing"] == ["Bar"]

@@ -71,6 +71,7 @@ def _claim_check(chunk: Chunk, answer: str, at: float) -> dict:
         "sentences": 1,
         "unsupported": 0,
         "claims": claims,
+        "missing": [],
         "at": at,
     }
 

@@ -97,7 +97,8 @@ function stepBody(step) {
     case "stopped":
       return h("p", {}, h("strong", {}, step.finish_reason), `: ${step.detail ?? ""}`);
     case "claim_check":
-      return h("p", {}, `${step.unsupported} of ${step.sentences} sentences unsupported`, step.model ? ` · answer by ${step.model}` : "");
+      return h("p", {}, `${step.unsupported} of ${step.sentences} sentences unsupported`,
+        step.missing?.length ? ` · leaves out ${step.missing.join(", ")}` : "", step.model ? ` · answer by ${step.model}` : "");
     case "escalation":
       return h("p", {}, h("strong", {}, step.reason), ` · ${step.from} gave way to the next model`);
     default:
