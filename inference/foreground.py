@@ -3,7 +3,10 @@
 On a small CPU machine generation keeps every core busy while any sequence runs (one tenant's agent
 runs are enough), and a retrieval-only answer of another tenant then shares the cores, the memory
 bandwidth and the caches with it: measured with `python -m benchmarks.fairness`, that answer's p95
-doubled. Nice levels did not help (the cores are shared either way); pausing did.
+doubled. Nice levels did not help (the cores are shared either way); pausing did. Nor did an
+engine in a process of its own (`groundwork engine serve` at nice 19, the API its client): that
+answer's p95 under the flood rose about as much, and the API's event loop then also read every
+generated token off HTTP.
 
 A request that wants the cores now (the API holds one for each answer and search, see
 api/foreground.py) takes a `Hold`; the engine calls `Foreground.wait` between steps and between

@@ -21,6 +21,7 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, Field
 
 from agents.chat_model import AgentChatModel, ModelTurn, ToolCall, validate_call
+from agents.graphs import examples
 from agents.mcp.pool import McpUnavailable
 from agents.mcp.toolbox import UNTRUSTED, McpToolbox
 from agents.qa.attribution import content_words
@@ -253,7 +254,7 @@ async def _run_mcp(deps: AgentDeps, call: ToolCall) -> str:
 def finish(state: RunState, call: ToolCall) -> dict:
     """The run's answer from a final_answer call, with citations to the sources it names (or, when
     it names none it has seen, the one its words come from)."""
-    answer = answer_text(call.arguments)
+    answer = examples.without_copied(answer_text(call.arguments), state["task"])
     sources = {s["number"]: s for s in state.get("sources", {}).values()}
     words = content_words(answer)
 
@@ -272,10 +273,20 @@ def finish(state: RunState, call: ToolCall) -> dict:
     return {**update, "answer": answer, "citations": citations, "finish_reason": "answered"}
 
 
-def final_call(turn: ModelTurn) -> ToolCall | None:
-    """The turn's final_answer call, unless it is invalid or no real answer (`not_an_answer`)."""
+def no_answer(arguments: dict, task: str) -> str | None:
+    """Why a final_answer call's arguments answer nothing (`not_an_answer`), or only copy a worked
+    example's answer instead of answering `task` (copied sentences beside others are dropped: finish)."""
+    if why := not_an_answer(arguments):
+        return why
+    if not examples.without_copied(answer_text(arguments), task):
+        return "the answer is the worked example's, not this task's; answer from the observations"
+    return None
+
+
+def final_call(turn: ModelTurn, task: str) -> ToolCall | None:
+    """The turn's final_answer call, unless it is invalid or no real answer to `task` (`no_answer`)."""
     calls = [c for c in turn.tool_calls if c.name == FINAL_ANSWER and c.error is None]
-    return next((c for c in calls if not not_an_answer(c.arguments)), None)
+    return next((c for c in calls if not no_answer(c.arguments, task)), None)
 
 
 def _clip(text: str) -> str:
@@ -310,6 +321,6 @@ async def forced_answer(state: RunState, deps: AgentDeps, messages: list[dict]) 
     """One turn that may only call final_answer; returns the update and whether it answered."""
     ask = {"role": "user", "content": f"Give the final answer, from the observations, to: {state['task']}"}
     turn, update = await llm_turn(deps, "answer", [*messages, ask], [final_answer_tool()], FINAL_ANSWER)
-    if final := final_call(turn):
+    if final := final_call(turn, state["task"]):
         return merge_updates(update, finish({**state, **update}, final)), True
     return update, False

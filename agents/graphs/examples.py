@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from agents.qa.sentences import sentence_spans
 from agents.tools import FINAL_ANSWER
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 
@@ -76,6 +77,24 @@ REWOO_PLANNER = [
 
 
 _REWOO_INPUTS_LOWER = frozenset(i.lower() for i in REWOO_INPUTS)
+
+
+# The examples' made-up names: a sentence of a final answer naming one that its task does not name
+# is the example's answer, copied (SmolLM2 answered an MCP time question with "The Bar festival
+# started in 1988 [1]; ... the current time is ...", and in its forced answer turn wrote the
+# example's sentences before the time it had read).
+NAMES = ("Foo report", "Ada Lane", "Bar festival", "Baz river", "Lake Qux", "Linden")
+
+
+def without_copied(answer: str, task: str) -> str:
+    """`answer` without its sentences that name a worked example's made-up topic `task` does not."""
+    copied = [n.lower() for n in NAMES if n.lower() not in task.lower()]
+    kept = [
+        answer[start:end]
+        for start, end in sentence_spans(answer)
+        if not any(name in answer[start:end].lower() for name in copied)
+    ]
+    return " ".join(kept)
 
 
 def copied(step_input: str, task: str) -> bool:

@@ -127,7 +127,7 @@ async def replanner(state: PlanExecuteState, config: RunnableConfig) -> dict:
     if reason := over_budget(state, deps):
         return await spent(state, deps, messages, reason)
     turn, update = await llm_turn(deps, "replanner", messages, tools)
-    if final := final_call(turn):
+    if final := final_call(turn, state["task"]):
         return merge_updates(update, finish({**state, **update}, final))
     call = next((c for c in turn.tool_calls if c.name == REPLAN_TOOL), None)
     steps = call.arguments.get("steps") if call is not None else None

@@ -25,13 +25,14 @@ from agents.graphs.common import (
     forced_answer,
     llm_turn,
     merge_updates,
+    no_answer,
     over_budget,
     repeats,
     run_calls,
     spent,
     stop,
 )
-from agents.tools import FINAL_ANSWER, not_an_answer
+from agents.tools import FINAL_ANSWER
 from agents.tools.knowledge import UNTRUSTED_NOTE
 
 SYSTEM = (
@@ -59,11 +60,11 @@ async def agent(state: ReactState, config: RunnableConfig) -> dict:
         return await spent(state, deps, messages, reason)
     turn, update = await llm_turn(deps, "agent", messages, deps.offered(), parallel=True)
     for c in turn.tool_calls:
-        if c.name == FINAL_ANSWER and c.error is None and (why := not_an_answer(c.arguments)):
+        if c.name == FINAL_ANSWER and c.error is None and (why := no_answer(c.arguments, state["task"])):
             c.error = why  # a tool's error is an observation, never the answer: the model is told so
     # NOTE: a final_answer beside other calls was written before their observations: it is dropped.
     calls = [c for c in turn.tool_calls if c.name != FINAL_ANSWER or c.error]
-    if not calls and (final := final_call(turn)):
+    if not calls and (final := final_call(turn, state["task"])):
         return merge_updates(update, finish({**state, **update}, final))
     if not calls:
         note = "Error: no tool call; call one of the tools or final_answer."

@@ -203,7 +203,7 @@ async def solver(state: RewooState, config: RunnableConfig) -> dict:
         [t for t in deps.offered() if t["function"]["name"] == FINAL_ANSWER],
         FINAL_ANSWER,
     )
-    if final := final_call(turn):
+    if final := final_call(turn, state["task"]):
         return merge_updates(update, finish({**state, **update}, final))
     return merge_updates(update, stop("error", f"the solver gave no valid answer ({turn.finish_reason})"))
 

@@ -72,16 +72,19 @@ def check_client_tools(tools: Any) -> list[dict]:
 
 # A phrase said three times or more in a row, whatever its case: a small model's loop (SmolLM2's
 # ReWOO solver wrote one true sentence, then its source's title over and over up to the answer's
-# length cap; or one sentence, capitalised the first time only).
+# length cap; or one sentence, capitalised the first time only; its ReAct answer turn, the time it
+# had read in one sentence, over and over).
 _LOOP = re.compile(r"(?<!\w)(\S.{3,80}?)(?:\s*\1){2,}", re.IGNORECASE)
 
 
 def answer_text(arguments: dict) -> str:
     """A final_answer call's answer, without the prompts' markup, and without a loop: cut where the
-    loop starts, or after its phrase once when the whole answer loops."""
+    loop starts, or after its phrase once when the phrase is a whole sentence or the whole answer
+    loops."""
     text = " ".join(_MARKUP.sub(" ", str(arguments.get("answer", ""))).split())
     if loop := _LOOP.search(text):
-        text = text[: loop.start() or loop.end(1)].rstrip()
+        sentence = loop.group(1).rstrip().endswith((".", "!", "?"))
+        text = text[: loop.end(1) if sentence or not loop.start() else loop.start()].rstrip()
     return text
 
 

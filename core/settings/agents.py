@@ -12,9 +12,9 @@ class AgentSettings(BaseModel):
         description="How the in-process engine's model writes an agent's tool calls: 'json', "
         "`<tool_call>` blocks, or 'python', a list of calls with keyword arguments "
         '(`[search(query="...")]`), as in BFCL\'s prompt mode. Python calls made more multi-call BFCL '
-        "turns right and more SmolLM2 runs succeed, but Plan-and-Execute re-plans too often in them "
-        "(agents/README.md, Call layouts). A remote server is asked "
-        "through the OpenAI `tools` API either way.",
+        "turns right and more SmolLM2 two-search runs succeed, but SmolLM2 then answered MCP tasks by "
+        "copying the worked example's answer instead of calling the tool (agents/README.md, Call "
+        "layouts). A remote server is asked through the OpenAI `tools` API either way.",
     )
     max_plan_steps: int = Field(
         default=20, ge=1, description="Most steps of a plan a caller gives when reviewing a run (else 422)."

@@ -134,11 +134,11 @@ def test_a_final_answer_beside_other_calls_waits_for_their_observations():
 
 
 def test_the_prompts_markup_never_reaches_the_answer():
-    pasted = "Observation: [1] foo.txt: <doc>The Foo report is from 2019.</doc>\n</tool_call>"
+    pasted = "Observation: [1] zyx.txt: <doc>The Zyx report is from 2019.</doc>\n</tool_call>"
     only_markup = ("final_answer", {"answer": "<doc></doc> </tool_call>", "sources": []})
     model = ScriptedModel(only_markup, ("final_answer", {"answer": pasted, "sources": []}))
     _, _, out = run("react", deps(model))
-    assert out["answer"] == "[1] foo.txt: The Foo report is from 2019."
+    assert out["answer"] == "[1] zyx.txt: The Zyx report is from 2019."
     refused = [s["output"] for s in out["steps"] if s["type"] == "tool_result"][-1]
     assert "the answer is empty" in refused  # markup alone answers nothing
 
@@ -151,6 +151,11 @@ def test_an_answer_that_loops_is_cut_where_the_loop_starts():
     # a whole answer that loops (SmolLM2's ReWOO solver, capitalised once) keeps its phrase once
     whole = "The size is 1024; " + "the size is 1024; " * 5 + "the si"
     assert answer_text({"answer": whole}) == "The size is 1024;"
+    # a sentence said over and over is said once
+    said = "It is 2026-12-07T10:15:21+00:00. " * 4 + "It is"
+    assert answer_text({"answer": f"Paris is in France. {said}"}) == (
+        "Paris is in France. It is 2026-12-07T10:15:21+00:00."
+    )
     fine = "It rose 10% in 2019, 2020 and 2021."
     assert answer_text({"answer": fine}) == fine
 
@@ -166,6 +171,35 @@ def test_a_tool_error_is_never_the_answer():
     # where no turn follows (the ReWOO solver), the run ends without an answer
     plan = ("plan", {"steps": [{"tool": "calculator", "input": "import os"}]})
     _, _, out = run("rewoo", deps(ScriptedModel(plan, copied)))
+    assert out["finish_reason"] == "error" and out.get("answer") is None
+
+
+def test_the_worked_examples_answer_copied_is_never_the_answer():
+    copied = (
+        "final_answer",
+        {"answer": "The Bar festival started in 1988 [1]; it is 10:00.", "sources": [1]},
+    )
+    model = ScriptedModel(
+        copied, ("calculator", {"expression": "6 * 7"}), ("final_answer", {"answer": "42", "sources": []})
+    )
+    _, _, out = run("react", deps(model), task="What is 6 times 7?")
+    assert out["finish_reason"] == "answered" and out["answer"] == "42"
+    refused = [s["output"] for s in out["steps"] if s["type"] == "tool_result"][0]
+    assert "worked example's" in refused
+    # beside a sentence of its own, the copied ones are dropped
+    mixed = (
+        "final_answer",
+        {"answer": "The Baz river flows into Lake Qux [4]. It is 42 [1].", "sources": []},
+    )
+    _, _, out = run("react", deps(ScriptedModel(mixed)), task="What is 6 times 7?")
+    assert out["finish_reason"] == "answered" and out["answer"] == "It is 42 [1]."
+    # a task that names the example's topic may be answered with it
+    model = ScriptedModel(copied)
+    _, _, out = run("react", deps(model), task="When did the Bar festival start?")
+    assert out["finish_reason"] == "answered" and out["answer"].startswith("The Bar festival")
+    # the ReWOO solver has no next turn: the run ends without an answer
+    plan = ("plan", {"steps": [{"tool": "calculator", "input": "6 * 7"}]})
+    _, _, out = run("rewoo", deps(ScriptedModel(plan, copied)), task="What is 6 times 7?")
     assert out["finish_reason"] == "error" and out.get("answer") is None
 
 
