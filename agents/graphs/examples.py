@@ -87,13 +87,15 @@ NAMES = ("Foo report", "Ada Lane", "Bar festival", "Baz river", "Lake Qux", "Lin
 
 
 def without_copied(answer: str, task: str) -> str:
-    """`answer` without its sentences that name a worked example's made-up topic `task` does not."""
+    """`answer` without its sentences, or clauses between semicolons, that name a worked example's
+    made-up topic `task` does not (the example's answer is one sentence of two such clauses)."""
     copied = [n.lower() for n in NAMES if n.lower() not in task.lower()]
-    kept = [
-        answer[start:end]
-        for start, end in sentence_spans(answer)
-        if not any(name in answer[start:end].lower() for name in copied)
-    ]
+    kept = []
+    for start, end in sentence_spans(answer):
+        clauses = [c.strip() for c in answer[start:end].split(";")]
+        own = [c for c in clauses if c and not any(name in c.lower() for name in copied)]
+        if own:
+            kept.append("; ".join(own))
     return " ".join(kept)
 
 

@@ -9,9 +9,10 @@ strings. One counts as mentioned when the answer holds at least half of its word
 accents aside).
 
 NOTE: only a question naming two or more things is judged. A lone name the answer leaves out is
-usually a refusal or a generic answer, which the refusal and claim checks see; and a technical
-question's acronyms ("KV cache", "CPU") are capitalised without being what is asked about, so they
-count only when they are one of several named things the answer must cover.
+usually a refusal or a generic answer, which the refusal and claim checks see. Acronyms count as
+names: "What is the KV cache block size, and which backend does paged attention use on CPU?" needs
+an answer mentioning both "KV" and "CPU", so a right answer leaving out "CPU" escalates (in a
+cascade: a needless escalation, never a wrong answer).
 """
 
 from __future__ import annotations

@@ -177,7 +177,10 @@ def test_a_tool_error_is_never_the_answer():
 def test_the_worked_examples_answer_copied_is_never_the_answer():
     copied = (
         "final_answer",
-        {"answer": "The Bar festival started in 1988 [1]; it is 10:00.", "sources": [1]},
+        {
+            "answer": "The Bar festival started in 1988 [1]; the Baz river flows into Lake Qux [4].",
+            "sources": [1],
+        },
     )
     model = ScriptedModel(
         copied, ("calculator", {"expression": "6 * 7"}), ("final_answer", {"answer": "42", "sources": []})
@@ -193,6 +196,13 @@ def test_the_worked_examples_answer_copied_is_never_the_answer():
     )
     _, _, out = run("react", deps(ScriptedModel(mixed)), task="What is 6 times 7?")
     assert out["finish_reason"] == "answered" and out["answer"] == "It is 42 [1]."
+    # or beside a clause of its own, as SmolLM2 appended a git log's message to the example's answer
+    clause = (
+        "final_answer",
+        {"answer": "The Bar festival started in 1988 [1]; it is 42 [2].", "sources": []},
+    )
+    _, _, out = run("react", deps(ScriptedModel(clause)), task="What is 6 times 7?")
+    assert out["answer"] == "it is 42 [2]."
     # a task that names the example's topic may be answered with it
     model = ScriptedModel(copied)
     _, _, out = run("react", deps(model), task="When did the Bar festival start?")
