@@ -11,12 +11,15 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
+from agents.qa.completeness import missing_things
 from agents.qa.store import record_turn
 from api.deps import DEFAULT_TENANT_ID
 from core.database import session_scope
 from core.models import AgentRun, Chunk, EvalItem, EvalRun, JobStatus
 
 T0 = time.time() - 60
+# The finished run's task: it names two sensors, and its answer names neither.
+BATTERIES = "How often should the Zephyr and the Orca sensor batteries be replaced?"
 
 
 def _call(name: str, arguments: dict, call_id: str) -> dict:
@@ -62,8 +65,9 @@ def _supported(chunk: Chunk, sentence: str, start: int, coverage: float) -> dict
     }
 
 
-def _claim_check(chunk: Chunk, answer: str, at: float) -> dict:
-    """The run's claim check (agents/runs/grounding.py `claim_step`): its one sentence supported."""
+def _claim_check(chunk: Chunk, task: str, answer: str, at: float) -> dict:
+    """The run's claim check (agents/runs/grounding.py `claim_step`): its one sentence supported, and
+    the names of the task the answer leaves out."""
     claims = [_supported(chunk, answer, 0, 1.0)]
     return {
         "type": "claim_check",
@@ -71,7 +75,7 @@ def _claim_check(chunk: Chunk, answer: str, at: float) -> dict:
         "sentences": 1,
         "unsupported": 0,
         "claims": claims,
-        "missing": [],
+        "missing": missing_things(task, answer),
         "at": at,
     }
 
@@ -93,7 +97,7 @@ def _agent_runs(chunk: Chunk) -> dict[str, AgentRun]:
     answered = AgentRun(
         agent="react",
         status="completed",
-        input="How often should the sensor batteries be replaced?",
+        input=BATTERIES,
         tools=["search", "read", "calculator"],
         trace=[
             _llm("agent", [search], T0 + 1),
@@ -107,7 +111,7 @@ def _agent_runs(chunk: Chunk) -> dict[str, AgentRun]:
             },
             _llm("agent", [final], T0 + 2.5, prompt=520, completion=24),
             {"type": "answer", "answer": "Every eighteen months [1].", "citations": [source], "at": T0 + 2.6},
-            _claim_check(chunk, "Every eighteen months [1].", T0 + 2.7),
+            _claim_check(chunk, BATTERIES, "Every eighteen months [1].", T0 + 2.7),
         ],
         answer="Every eighteen months [1].",
         citations=[source],
