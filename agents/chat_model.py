@@ -35,10 +35,9 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from inference.chat_template import with_system_text
+from inference.chat_template import python_messages
 from inference.client import ChatBackend, LocalChatBackend, Usage
 from inference.grammar.python_call_parser import parse_python_calls
-from inference.grammar.python_calls import calls_text, python_tools_prompt
 from inference.grammar.spec import ToolFormat, tools_spec
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
@@ -203,8 +202,7 @@ class AgentChatModel:
             cache_salt=self.cache_salt,
         )
         if python:
-            shown = with_system_text(python_history(messages), python_tools_prompt(tools))
-            prompt = engine.apply_chat_template(shown, add_generation_prompt=True)
+            prompt = engine.apply_chat_template(python_messages(messages, tools), add_generation_prompt=True)
         else:
             prompt = engine.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
         parts: list[str] = []
@@ -244,23 +242,6 @@ def turn_weakness(turn: ModelTurn) -> str | None:
     if any(c.error for c in turn.tool_calls):
         return "invalid_tool_call"
     return None
-
-
-def python_history(messages: list[dict]) -> list[dict]:
-    """`messages` with the assistant turns' `<tool_call>` blocks written as Python call lists."""
-    out = []
-    for message in messages:
-        parsed = (
-            parse_tool_calls(message.get("content") or "") if message.get("role") == "assistant" else None
-        )
-        if parsed is not None and parsed.tool_calls:
-            written = calls_text((c.name, c.arguments) for c in map(_from_openai, parsed.tool_calls))
-            message = {
-                **message,
-                "content": f"{parsed.content.strip()}\n{written}" if parsed.content else written,
-            }
-        out.append(message)
-    return out
 
 
 def _from_openai(call: dict) -> ToolCall:

@@ -1,5 +1,5 @@
-"""Agents: `python -m benchmarks.agents [--quick] [--limit N] [--tasks N] [--tool-format json,python]
-[--skip-bfcl] [--skip-tasks]`.
+"""Agents: `python -m benchmarks.agents [--quick] [--limit N] [--offset N] [--tasks N]
+[--tool-format json,python] [--skip-bfcl] [--skip-tasks]`.
 
 Two parts, both on the in-process engine with the packaged model (settings `llm_model`):
 
@@ -65,19 +65,21 @@ console = Console()
 # --- BFCL ----------------------------------------------------------------------------------------
 
 
-def load_bfcl(category: str, limit: int) -> list[BfclCase]:
+def load_bfcl(category: str, limit: int, offset: int = 0) -> list[BfclCase]:
     cases = load_category(EVAL / "bfcl-dev", category)
     random.Random(0).shuffle(cases)
-    return cases[:limit]
+    return cases[offset : offset + limit]
 
 
-async def bfcl(backend, limit: int, categories: list[str], free: bool, formats: list[str]) -> dict:
+async def bfcl(
+    backend, limit: int, categories: list[str], free: bool, formats: list[str], offset: int = 0
+) -> dict:
     results = {}
     for constrained, tool_format in [(c, f) for c in ((True, False) if free else (True,)) for f in formats]:
         model = AgentChatModel(backend, max_tokens=512, constrained=constrained, tool_format=tool_format)
         for category in categories:
             rows = []
-            for case in load_bfcl(category, limit):
+            for case in load_bfcl(category, limit, offset):
                 tools = case.tools + (
                     [final_answer_tool()] if category == "irrelevance" and constrained else []
                 )
@@ -267,6 +269,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="Few cases: --limit 5 --tasks 6.")
     parser.add_argument("--limit", type=int, default=40, help="BFCL cases per category.")
+    parser.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="Skip this many BFCL cases of each category's seeded order (cases a prompt was not tuned on).",
+    )
     parser.add_argument("--tasks", type=int, default=30, help="Multi-step tasks.")
     parser.add_argument(
         "--distractors", type=int, default=200, help="Extra documents in the task collection."
@@ -314,7 +322,14 @@ def main() -> None:
     try:
         if not args.skip_bfcl:
             report["bfcl"] = asyncio.run(
-                bfcl(backend, args.limit, args.categories.split(","), args.free, args.tool_format.split(","))
+                bfcl(
+                    backend,
+                    args.limit,
+                    args.categories.split(","),
+                    args.free,
+                    args.tool_format.split(","),
+                    args.offset,
+                )
             )
             out.write_text(json.dumps(carry_over(report, out), indent=1))  # a long run keeps its first part
         if not args.skip_tasks:

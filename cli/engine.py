@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import sys
 import uuid
 
@@ -14,6 +15,12 @@ from core.settings import Settings, get_settings
 from core.telemetry import configure_logging
 
 app = typer.Typer(help="Groundwork's own inference engine.", no_args_is_help=True)
+
+
+class ToolCallFormat(enum.StrEnum):
+    json = "json"
+    python = "python"
+
 
 MODEL_HELP = "Model spec: packaged name, GGUF file or HF directory, or hub id (default: settings.llm_model)."
 
@@ -39,6 +46,12 @@ def serve(
     api_key: str = typer.Option(
         None, "--api-key", envvar="GROUNDWORK_ENGINE_API_KEY", help="Require this bearer key on /v1 routes."
     ),
+    tool_call_format: ToolCallFormat = typer.Option(
+        "json",
+        "--tool-call-format",
+        help="How the model writes the calls of chat requests with tools: <tool_call> JSON blocks, or a "
+        "Python call list (the layout Qwen2.5 models were measured in; agents/README.md).",
+    ),
 ) -> None:
     """Serve the model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /metrics)."""
     from inference.server import create_app
@@ -48,7 +61,7 @@ def serve(
     engine = _load_engine(model, settings)
     engine.start()
     try:
-        app = create_app(engine, engine.model_name, api_key=api_key)
+        app = create_app(engine, engine.model_name, api_key=api_key, tool_call_format=tool_call_format.value)
         uvicorn.run(app, host=host, port=port, log_config=None)
     finally:
         engine.shutdown()

@@ -14,7 +14,8 @@ class AgentSettings(BaseModel):
         '(`[search(query="...")]`), as in BFCL\'s prompt mode. Python calls made more multi-call BFCL '
         "turns right and more SmolLM2 two-search runs succeed, but SmolLM2 then answered MCP tasks by "
         "copying the worked example's answer instead of calling the tool (agents/README.md, Call "
-        "layouts). A remote server is asked through the OpenAI `tools` API either way.",
+        "layouts). A remote server is asked through the OpenAI `tools` API either way (our engine "
+        "server picks its own layout: `groundwork engine serve --tool-call-format python`).",
     )
     max_plan_steps: int = Field(
         default=20, ge=1, description="Most steps of a plan a caller gives when reviewing a run (else 422)."

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from inference.grammar.tool_parser import ParsedOutput, new_tool_call_id
+from inference.grammar.tool_parser import ParsedOutput, ToolCallDelta, new_tool_call_id
 
 _NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*")
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -45,6 +45,47 @@ def parse_python_calls(text: str) -> ParsedOutput:
         return ParsedOutput(content or None, tool_calls, incomplete_call=False)
     # A list opened as calls but never closed: the output was cut (finish_reason "length").
     return ParsedOutput(text.strip() or None, [], incomplete_call=bool(_START.search(text)))
+
+
+class PythonCallParser:
+    """A constrained turn read as it streams (`feed` each delta, `finish` once, `result()`), as
+    `tool_parser.ToolCallParser` reads `<tool_call>` blocks.
+
+    The grammar (python_calls.py) makes a turn either a call list, which starts with "[", or, under
+    tool_choice "auto", text that starts otherwise. Text streams as content; a call list is held
+    back and read whole at the end, because its arguments are Python literals, not the JSON text
+    that OpenAI's `arguments` deltas carry.
+    """
+
+    def __init__(self) -> None:
+        self._text = ""
+        self._parsed: ParsedOutput | None = None
+
+    def feed(self, text: str) -> ToolCallDelta:
+        self._text += text
+        return ToolCallDelta() if self._text.startswith("[") else ToolCallDelta(content=text)
+
+    def finish(self) -> ToolCallDelta:
+        if not self._text.startswith("["):
+            return ToolCallDelta()
+        self._parsed = parse_python_calls(self._text)
+        calls = [{"index": i, **call} for i, call in enumerate(self._parsed.tool_calls)]
+        return ToolCallDelta(self._parsed.content or "", calls)
+
+    def result(self) -> ParsedOutput:
+        if self._parsed is not None:
+            return self._parsed
+        if self._text.startswith("["):  # not finished: the list may still be open
+            return ParsedOutput(None, [], incomplete_call=True)
+        return ParsedOutput(self._text if self._text.strip() else None, [], incomplete_call=False)
+
+
+def parse_python_turn(text: str) -> ParsedOutput:
+    """A whole constrained turn (non-streaming responses); `parse_python_calls` reads free text."""
+    parser = PythonCallParser()
+    parser.feed(text)
+    parser.finish()
+    return parser.result()
 
 
 class _Reader:

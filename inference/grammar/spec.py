@@ -34,7 +34,8 @@ from inference.protocol import InvalidRequestError
 
 Kind = Literal["json_object", "json_schema", "regex", "grammar", "choice", "tools"]
 # How a tool call is written: `<tool_call>` JSON blocks (tools.py) or a Python list of calls
-# (python_calls.py). Requests get "json"; the platform's agents may choose "python" (`tools_spec`).
+# (python_calls.py). Requests get the server's layout (`groundwork engine serve --tool-call-format`,
+# "json" by default); the platform's agents choose theirs (`tools_spec`).
 ToolFormat = Literal["json", "python"]
 _STRUCTURED_OUTPUT_KEYS = ("json", "regex", "grammar", "choice", "json_object")
 
@@ -101,6 +102,11 @@ def tools_spec(
     spec = _from_tools(request)
     if spec is None:
         raise InvalidRequestError("tool_choice 'none' asks for no tool call")
+    return in_tool_format(spec, tool_format)
+
+
+def in_tool_format(spec: StructuredOutputSpec, tool_format: ToolFormat) -> StructuredOutputSpec:
+    """A tools constraint with its calls in `tool_format` (InvalidRequestError as requests get)."""
     spec = replace(spec, tool_format=tool_format)
     spec.grammar  # noqa: B018 - as parse_structured_output: xgrammar errors surface here
     return spec

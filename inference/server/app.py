@@ -7,6 +7,7 @@ import hmac
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from inference.grammar.spec import ToolFormat
 from inference.metrics import ServingMetrics
 from inference.protocol import EngineClient
 from inference.server.deps import ServerContext
@@ -14,12 +15,21 @@ from inference.server.errors import error_payload, install_error_handlers
 from inference.server.routes import chat, completions, models, ops
 
 
-def create_app(engine: EngineClient, served_model_name: str, api_key: str | None = None) -> FastAPI:
+def create_app(
+    engine: EngineClient,
+    served_model_name: str,
+    api_key: str | None = None,
+    tool_call_format: ToolFormat = "json",
+) -> FastAPI:
     """An app serving `engine` under `served_model_name`; the caller owns the engine's lifecycle.
-    With `api_key`, every /v1 route needs `Authorization: Bearer <api_key>` (as vLLM's --api-key)."""
+    With `api_key`, every /v1 route needs `Authorization: Bearer <api_key>` (as vLLM's --api-key).
+    `tool_call_format`: how the model writes the calls of chat requests with `tools` (both layouts
+    answer in OpenAI's `tool_calls`)."""
     app = FastAPI(title="Groundwork inference server", version="1")
     metrics = ServingMetrics(engine)
-    app.state.context = ServerContext(engine=engine, model_name=served_model_name, metrics=metrics)
+    app.state.context = ServerContext(
+        engine=engine, model_name=served_model_name, metrics=metrics, tool_call_format=tool_call_format
+    )
     install_error_handlers(app)
     for module in (models, completions, chat, ops):
         app.include_router(module.router)

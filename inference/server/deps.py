@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from inference.grammar.spec import ToolFormat, in_tool_format
 from inference.metrics import ServingMetrics
 from inference.protocol import EngineClient, SamplingParams
 from inference.server.errors import APIError
@@ -21,6 +22,8 @@ class ServerContext:
     engine: EngineClient
     model_name: str
     metrics: ServingMetrics
+    # How chat requests with `tools` have the model write its calls (inference/grammar/spec.py).
+    tool_call_format: ToolFormat = "json"
     # Keys clients' cache salts (see `sampling_params`); random per server unless given.
     cache_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
@@ -62,6 +65,9 @@ class ServerContext:
                 code="context_length_exceeded",
             )
         params = request.sampling_params(max_tokens, logprobs)
+        spec = params.structured_output
+        if spec is not None and spec.produces_tool_calls and self.tool_call_format != spec.tool_format:
+            params.structured_output = in_tool_format(spec, self.tool_call_format)
         params.validate()
         if params.cache_salt is not None:
             # NOTE: a client's salt is keyed with the server's secret, so the engine only ever sees an

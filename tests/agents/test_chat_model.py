@@ -10,10 +10,11 @@ import jsonschema
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.chat_model import AgentChatModel, ToolCall, _from_openai, python_history, validate_call
+from agents.chat_model import AgentChatModel, ToolCall, _from_openai, validate_call
 from agents.graphs import BUILDERS
 from agents.graphs.common import AgentDeps
 from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
+from inference.chat_template import python_messages
 from inference.client import LocalChatBackend, RemoteChatBackend
 from inference.provider import start_local_engine
 from inference.server import create_app as create_engine_app
@@ -71,9 +72,9 @@ def test_python_layout_shows_history_calls_in_its_own_layout():
         {"role": "user", "content": "Who?"},
         {"role": "assistant", "content": "\n".join(c.as_text() for c in said)},
     ]
-    shown = python_history(history)
-    assert shown[0] == history[0]
-    assert shown[1]["content"] == '[search(query="Foo"), final_answer(answer="A [1].", sources=[1])]'
+    system, user, assistant = python_messages(history, [BUILTIN["search"].openai()])
+    assert system["role"] == "system" and "search" in system["content"] and user == history[0]
+    assert assistant["content"] == '[search(query="Foo"), final_answer(answer="A [1].", sources=[1])]'
 
 
 def test_validation_catches_what_an_unconstrained_server_may_send():

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from fastapi import APIRouter, Request, Response
 from jinja2 import TemplateError
 
+from inference.chat_template import python_messages
 from inference.grammar import ToolCallParser, parse_tool_calls
+from inference.grammar.python_call_parser import PythonCallParser, parse_python_turn
 from inference.protocol import RequestOutput, SamplingParams
 from inference.server.deps import ContextDep, ServerContext
 from inference.server.errors import APIError
@@ -40,6 +42,8 @@ def _prompt_ids(ctx: ServerContext, body: ChatCompletionRequest) -> list[int]:
     messages = [message.as_template_dict() for message in body.messages]
     # With tool_choice "none" the output is unconstrained: a model told how to call would write calls as text.
     tools = body.tools if body.tool_choice != "none" else None
+    if tools and ctx.tool_call_format == "python":
+        messages, tools = python_messages(messages, tools), None
     try:
         return ctx.engine.apply_chat_template(messages, tools=tools)
     except (TemplateError, ValueError) as exc:
@@ -61,7 +65,10 @@ class _ChatRenderer:
         self.created = int(time.time())
         self.want_logprobs = params.logprobs is not None
         spec = params.structured_output
-        self.tool_parser = ToolCallParser() if spec is not None and spec.produces_tool_calls else None
+        self.tool_parser: ToolCallParser | PythonCallParser | None = None
+        self.python = spec is not None and spec.tool_format == "python"
+        if spec is not None and spec.produces_tool_calls:
+            self.tool_parser = PythonCallParser() if self.python else ToolCallParser()
 
     def chunk(self, choices: list[ChatChunkChoice], usage: Usage | None = None) -> ChatCompletionChunk:
         return ChatCompletionChunk(
@@ -96,7 +103,7 @@ class _ChatRenderer:
     def response(self, done: Completed) -> ChatCompletionResponse:
         message, finish_reason = AssistantMessage(content=done.text), done.finish_reason
         if self.tool_parser is not None:
-            parsed = parse_tool_calls(done.text)
+            parsed = (parse_python_turn if self.python else parse_tool_calls)(done.text)
             message = AssistantMessage(content=parsed.content, tool_calls=parsed.tool_calls or None)
             finish_reason = _finish_reason(finish_reason, bool(parsed.tool_calls))
         choice = ChatChoice(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from inference.chat_template import render_chat
+from inference.chat_template import python_messages, render_chat
 from tests.inference.engine.tiny import make_tokenizer
 
 pytestmark = pytest.mark.unit
@@ -61,3 +61,23 @@ def test_a_template_that_renders_tools_is_trusted():
     text = render_chat(tokenizer, ASK, [WEATHER_TOOL])
     assert text.startswith("<|im_start|>system\nTOOLS: get_weather<|im_end|>\n")
     assert "<tool_call>" not in text
+
+
+def test_python_layout_writes_earlier_calls_as_call_lists():
+    oslo = {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
+    call = {"id": "c1", "type": "function", "function": oslo}
+    blocks = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'
+    history = [
+        {"role": "system", "content": "Be brief."},
+        *ASK,
+        {"role": "assistant", "content": "Checking.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Rain."},
+        {"role": "assistant", "content": blocks},  # as the platform's agents keep their turns
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "x", "arguments": "{"}}]},
+    ]
+    system, ask, checked, result, kept, unreadable = python_messages(history, [WEATHER_TOOL])
+    assert system["content"].startswith("Be brief.\n\n") and '"name": "get_weather"' in system["content"]
+    assert "[func_name1(" in system["content"] and ask == ASK[0] and result == history[3]
+    assert checked == {"role": "assistant", "content": 'Checking.\n[get_weather(city="Oslo")]'}
+    assert kept["content"] == '[get_weather(city="Rome")]'
+    assert unreadable == history[5]  # arguments that are not JSON: left for the template as they are

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from inference.grammar.python_call_parser import parse_python_calls
+from inference.grammar.python_call_parser import PythonCallParser, parse_python_calls, parse_python_turn
 from inference.grammar.python_calls import calls_text
 from inference.grammar.spec import tools_spec
 from inference.protocol import InvalidRequestError
@@ -48,11 +48,14 @@ PARAMETERS = {
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in PARAMETERS.items()]
 
 
-def _decode(service, tokenizer, choice, parallel: bool, n: int, seed: int):
+def _decode(service, tokenizer, choice, parallel: bool, n: int, seed: int, prefix="", eos=True):
     spec = tools_spec(TOOLS, choice, parallel, "python")
     grammars = [service.sequence_grammar(spec) for _ in range(n)]
-    bias = _eos_bias(service, tokenizer)
-    return [o for o in generate(service, grammars, tokenizer, max_tokens=160, seed=seed, bias=bias)]
+    # NOTE: without the bias for text: xgrammar reads SmolLM2's EOS as the text "<|im_end|>", which
+    # free text may hold, so a biased random model would end every text turn at once.
+    bias = _eos_bias(service, tokenizer) if eos else None
+    prefix_ids = tuple(tokenizer.encode(prefix, add_special_tokens=False))
+    return generate(service, grammars, tokenizer, max_tokens=160, seed=seed, bias=bias, prefix_ids=prefix_ids)
 
 
 def _checked_calls(text: str) -> list[tuple[str, dict]]:
@@ -86,6 +89,38 @@ def test_named_function_and_single_call(service, smollm2_tokenizer):
         if o.finish_reason == "stop"
     ]
     assert single and all(len(_checked_calls(o.text)) == 1 for o in single)
+
+
+def test_auto_turns_are_calls_or_text_that_never_reads_as_calls(service, smollm2_tokenizer):
+    # Random logits almost never pick "[" among the whole vocabulary: the call branch is forced.
+    texts = _decode(service, smollm2_tokenizer, "auto", parallel=True, n=12, seed=3, eos=False)
+    for output in texts:
+        assert output.text[:1] not in ("[", " ", "\n", "\t", "\r", ""), repr(output.text)
+        parsed = parse_python_turn(output.text)
+        assert parsed.tool_calls == [] and parsed.content == output.text
+    calls = _decode(service, smollm2_tokenizer, "auto", parallel=True, n=8, seed=4, prefix="[")
+    finished = [o for o in calls if o.finish_reason == "stop"]
+    assert finished
+    for output in finished:
+        _checked_calls(output.text)
+        assert len(parse_python_turn(output.text).tool_calls) == len(_checked_calls(output.text))
+    text = 'See [book(city="Oslo", guests=2)]'  # free text that names a call is still text
+    assert parse_python_turn(text).tool_calls == [] and parse_python_turn(text).content == text
+
+
+def test_streamed_turns_hold_a_call_list_until_it_ends():
+    parser = PythonCallParser()
+    pieces = ["[book(", 'city="Oslo", gu', "ests=2), ping", "()]"]
+    assert all(parser.feed(p).content == "" and not parser.feed("").tool_calls for p in pieces)
+    assert parser.result().incomplete_call
+    end = parser.finish()
+    assert [c["index"] for c in end.tool_calls] == [0, 1] and end.content == ""
+    assert json.loads(end.tool_calls[0]["function"]["arguments"]) == {"city": "Oslo", "guests": 2}
+    whole = [{k: v for k, v in c.items() if k != "index"} for c in end.tool_calls]
+    assert parser.result().tool_calls == whole
+    prose = PythonCallParser()
+    assert [prose.feed(p).content for p in ("Bonjour", " !")] == ["Bonjour", " !"]
+    assert prose.finish().content == "" and prose.result().content == "Bonjour !"
 
 
 def test_a_cut_turn_is_no_call():

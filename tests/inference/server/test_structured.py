@@ -29,6 +29,32 @@ WEATHER_TOOL = {
 ASK_WEATHER = [{"role": "user", "content": "What is the weather like in Paris today?"}]
 
 
+def auto_turn(client, messages: list[dict], max_tokens: int):
+    """A greedy `tool_choice: "auto"` turn: valid get_weather calls or some text."""
+    response = client.chat.completions.create(
+        model=MODEL_NAME,
+        messages=messages,
+        tools=[WEATHER_TOOL],
+        tool_choice="auto",
+        max_tokens=max_tokens,
+        temperature=0,
+    )
+    choice = response.choices[0]
+    if choice.message.tool_calls:
+        assert_weather_calls(choice)
+    else:
+        assert choice.message.content
+    return choice
+
+
+def assert_weather_calls(choice) -> None:
+    """The turn called get_weather, every call valid against its schema."""
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    for call in choice.message.tool_calls:
+        assert call.function.name == "get_weather"
+        jsonschema.validate(json.loads(call.function.arguments), CITY_SCHEMA)
+
+
 def test_json_schema_response_format(client):
     response = client.chat.completions.create(
         model=MODEL_NAME,
@@ -60,7 +86,9 @@ def test_invalid_constraint_is_a_400(client):
         )
 
 
-def test_forced_tool_call_plain_and_streamed(client):
+def forced_weather_call(client):
+    """get_weather forced, greedy, plain then streamed: the plain turn's one call and the stream's
+    tool-call deltas (both turns checked to end in "tool_calls")."""
     kwargs = dict(
         model=MODEL_NAME,
         messages=ASK_WEATHER,
@@ -69,41 +97,29 @@ def test_forced_tool_call_plain_and_streamed(client):
         tools=[WEATHER_TOOL],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
     )
-    plain = client.chat.completions.create(**kwargs)
-    choice = plain.choices[0]
-    assert choice.finish_reason == "tool_calls"
+    choice = client.chat.completions.create(**kwargs).choices[0]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
     [call] = choice.message.tool_calls
     assert call.type == "function" and call.id.startswith("call_")
     assert call.function.name == "get_weather"
     assert set(json.loads(call.function.arguments)) == {"city"}
-
     chunks = list(client.chat.completions.create(**kwargs, stream=True))
-    deltas = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    return call, [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+
+
+def test_forced_tool_call_plain_and_streamed(client):
+    call, deltas = forced_weather_call(client)
     assert deltas[0].function.name == "get_weather" and deltas[0].id.startswith("call_")
     assert {d.index for d in deltas} == {0}
     assert "".join(d.function.arguments or "" for d in deltas) == call.function.arguments
-    assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
 def test_auto_tool_choice_shows_the_tools_and_returns_text_or_a_valid_call(engine, client):
     prompt = engine.decode(engine.apply_chat_template(ASK_WEATHER, tools=[WEATHER_TOOL]))
     assert "Current weather of a city." in prompt and "<tool_call>" in prompt
-    response = client.chat.completions.create(
-        model=MODEL_NAME,
-        messages=ASK_WEATHER,
-        tools=[WEATHER_TOOL],
-        tool_choice="auto",
-        max_tokens=80,
-        temperature=0,
-    )
-    choice = response.choices[0]
-    if choice.message.tool_calls:
-        assert choice.finish_reason == "tool_calls"
-        for call in choice.message.tool_calls:
-            assert call.function.name == "get_weather"
-            jsonschema.validate(json.loads(call.function.arguments), CITY_SCHEMA)
-    else:
-        assert choice.message.content and "<tool_call>" not in choice.message.content
+    choice = auto_turn(client, ASK_WEATHER, max_tokens=80)
+    assert "<tool_call>" not in (choice.message.content or "")
 
 
 def test_conversation_with_a_tool_result(client):
