@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.agents import cpu_info
 from benchmarks.answer_sets import long_docs, pubmedqa
 from benchmarks.answers import AFTER, answer_all, build, pipeline_for, run_on_database
 from inference.client import LocalChatBackend
@@ -80,6 +81,7 @@ async def run(args, settings, sessions, built: list) -> dict:
             row["vs_last_alone"] = relative(row, alone)
     return {
         "models": names,
+        "machine": cpu_info(),
         "mode": args.mode,
         "limit": args.limit,
         "qa": settings.qa.model_dump(),
