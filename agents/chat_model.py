@@ -37,7 +37,7 @@ import jsonschema
 
 from inference.chat_template import python_messages
 from inference.client import ChatBackend, LocalChatBackend, Usage
-from inference.grammar.python_call_parser import parse_python_calls
+from inference.grammar.python_call_parser import parse_python_calls, parse_python_turn
 from inference.grammar.spec import ToolFormat, tools_spec
 from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
@@ -146,8 +146,8 @@ class AgentChatModel:
         max_tokens: int | None = None,
         parallel: bool = False,
     ) -> ModelTurn:
-        """One turn; `choice` is "required" (any of `tools`) or the name of the one tool to call;
-        `parallel`: the turn may hold several calls."""
+        """One turn; `choice` is "required" (any of `tools`), "auto" (calls or a text answer) or the
+        name of the one tool to call; `parallel`: the turn may hold several calls."""
         escalations: list[dict] = []
         usage, ms = Usage(), 0.0
         for i, rung in enumerate(self.rungs):
@@ -191,10 +191,7 @@ class AgentChatModel:
         python = self.tool_format == "python"
         spec = None
         if self.constrained:
-            tool_choice = (
-                choice if choice == "required" else {"type": "function", "function": {"name": choice}}
-            )
-            spec = tools_spec(tools, tool_choice, parallel, self.tool_format)
+            spec = tools_spec(tools, _openai_choice(choice), parallel, self.tool_format)
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=self.temperature,
@@ -217,22 +214,25 @@ class AgentChatModel:
                 usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
                 reason = out.finish_reason
                 span.finish(reason, *usage.counts(), out.scheduled_at)
-        parsed = (parse_python_calls if python else parse_tool_calls)("".join(parts))
+        # NOTE: a constrained turn holds calls only where it starts with "[" ("auto" lets it be text).
+        read = (parse_python_turn if self.constrained else parse_python_calls) if python else parse_tool_calls
+        parsed = read("".join(parts))
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason
 
     async def _remote(self, backend, messages, tools, choice, max_tokens, parallel):
-        tool_choice = (
-            "required" if choice == "required" else {"type": "function", "function": {"name": choice}}
-        )
         response = await backend.tool_turn(
-            messages, tools, tool_choice, max_tokens, self.temperature, self.cache_salt, parallel
+            messages, tools, _openai_choice(choice), max_tokens, self.temperature, self.cache_salt, parallel
         )
         choice_ = response.choices[0]
         calls = [_from_openai(c.model_dump()) for c in choice_.message.tool_calls or []]
         u = response.usage
         usage = Usage(u.prompt_tokens, u.completion_tokens) if u else Usage()
         return calls, choice_.message.content or "", usage, choice_.finish_reason
+
+
+def _openai_choice(choice: str) -> str | dict:
+    return choice if choice in ("required", "auto") else {"type": "function", "function": {"name": choice}}
 
 
 def turn_weakness(turn: ModelTurn) -> str | None:

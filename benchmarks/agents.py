@@ -1,14 +1,15 @@
 """Agents: `python -m benchmarks.agents [--quick] [--limit N] [--offset N] [--tasks N]
-[--tool-format json,python] [--skip-bfcl] [--skip-tasks]`.
+[--tool-format json,python] [--auto] [--skip-bfcl] [--skip-tasks]`.
 
 Two parts, both on the in-process engine with the packaged model (settings `llm_model`):
 
 1. Tool calls on BFCL (../shared/eval/bfcl-dev: live_simple, live_multiple, irrelevance), with and
    without grammar constraints. Constrained: `tool_choice` required (irrelevance cases also get a
    `final_answer` escape, as our agents do); unconstrained: the same tools prompt, free text, calls
-   parsed from `<tool_call>` blocks. Schema-valid rate (calls that parse and validate), BFCL AST
-   accuracy (function name, required arguments, allowed values; no extra arguments) and
-   irrelevance accuracy (no function called). Each row once per call layout in `--tool-format`:
+   parsed from `<tool_call>` blocks; with `--auto`, also `tool_choice` auto (constrained calls or a
+   text answer, no `final_answer`: what an API client gets). Schema-valid rate (calls that parse
+   and validate), BFCL AST accuracy (function name, required arguments, allowed values; no extra
+   arguments) and irrelevance accuracy (no function called). Each row once per call layout in `--tool-format`:
    `<tool_call>` JSON blocks or a Python list of calls (inference/grammar/python_calls.py), both
    in the same run.
 2. Multi-step tasks built from dbpedia-entity-subset: each asks for two entities' documents by
@@ -72,19 +73,21 @@ def load_bfcl(category: str, limit: int, offset: int = 0) -> list[BfclCase]:
 
 
 async def bfcl(
-    backend, limit: int, categories: list[str], free: bool, formats: list[str], offset: int = 0
+    backend, limit: int, categories: list[str], modes: list[str], formats: list[str], offset: int = 0
 ) -> dict:
     results = {}
-    for constrained, tool_format in [(c, f) for c in ((True, False) if free else (True,)) for f in formats]:
+    for mode, tool_format in [(m, f) for m in modes for f in formats]:
+        constrained = mode != "free"
         model = AgentChatModel(backend, max_tokens=512, constrained=constrained, tool_format=tool_format)
         for category in categories:
             rows = []
             for case in load_bfcl(category, limit, offset):
-                tools = case.tools + (
-                    [final_answer_tool()] if category == "irrelevance" and constrained else []
-                )
+                # "auto": the tools as an OpenAI client sends them, the model free to answer in text.
+                escape = category == "irrelevance" and mode == "grammar"
+                tools = case.tools + ([final_answer_tool()] if escape else [])
                 try:
-                    turn = await model.call(case.messages, tools, "required", parallel=True)
+                    choice = "auto" if mode == "auto" else "required"
+                    turn = await model.call(case.messages, tools, choice, parallel=True)
                 except Exception as exc:  # a schema xgrammar cannot compile counts as a failed case
                     rows.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"[:200]})
                     continue
@@ -117,7 +120,7 @@ async def bfcl(
                 )
             else:
                 summary["ast_accuracy"] = round(sum(r.get("ast", False) for r in rows) / max(1, len(rows)), 3)
-            key = f"{category}/{'grammar' if constrained else 'free'}/{tool_format}"
+            key = f"{category}/{mode}/{tool_format}"
             results[key] = {**summary, "rows": rows}
             console.print(key, {k: v for k, v in summary.items()})
     return results
@@ -288,6 +291,11 @@ def main() -> None:
         default="json,python",
         help="BFCL rows per call layout (agents/chat_model.py); the tasks use agents.tool_call_format.",
     )
+    parser.add_argument(
+        "--auto",
+        action="store_true",
+        help="Also BFCL rows with tool_choice auto (as API clients send it; no final_answer escape).",
+    )
     parser.add_argument("--skip-bfcl", action="store_true")
     parser.add_argument("--skip-tasks", action="store_true")
     args = parser.parse_args()
@@ -326,7 +334,7 @@ def main() -> None:
                     backend,
                     args.limit,
                     args.categories.split(","),
-                    args.free,
+                    ["grammar"] + ["free"] * args.free + ["auto"] * args.auto,
                     args.tool_format.split(","),
                     args.offset,
                 )

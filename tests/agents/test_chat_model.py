@@ -63,6 +63,18 @@ def test_every_constrained_call_validates_against_its_schema(engine, tool_format
             assert turn.usage.prompt_tokens > 0 and turn.usage.completion_tokens > 0
 
 
+@pytest.mark.parametrize("tool_format", ["json", "python"])
+def test_an_auto_turn_is_valid_calls_or_text(engine, tool_format):
+    model = AgentChatModel(LocalChatBackend(engine), tool_format=tool_format, max_tokens=40)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for prompt in [*PROMPTS, "Say hello in French."]:
+        turn = asyncio.run(model.call([{"role": "user", "content": prompt}], TOOLS, "auto", parallel=True))
+        for call in turn.tool_calls:
+            assert call.error is None, call
+            jsonschema.validate(call.arguments, schemas[call.name])
+        assert turn.tool_calls or (turn.content and not turn.content.startswith("[")), turn
+
+
 def test_python_layout_shows_history_calls_in_its_own_layout():
     said = [
         ToolCall("search", {"query": "Foo"}),
