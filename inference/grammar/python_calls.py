@@ -4,7 +4,8 @@ Why a second layout beside the `<tool_call>` JSON blocks of `tools.py`: it is th
 prompt mode asks for, so the one behind the published prompt-mode figures of the Qwen2.5 models,
 and the models write it more faithfully (bfcl-dev with Qwen2.5-Coder-1.5B: see
 benchmarks/results/agents.*.json, `--tool-format`). A turn in this layout is one Python list of
-calls with keyword arguments, written as the whole answer.
+calls with keyword arguments, written as the whole answer (or, under tool_choice "auto", text that
+does not start with "[").
 
 The grammar is EBNF built from the tools' JSON Schemas: the function names offered, keyword
 arguments in the schema's property order (required ones always there, optional ones skippable),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, Literal
 
@@ -72,8 +72,11 @@ class StructuredOutputSpec:
         return build_grammar(self)
 
 
-def parse_structured_output(request: Mapping[str, Any]) -> StructuredOutputSpec | None:
+def parse_structured_output(
+    request: Mapping[str, Any], tool_format: ToolFormat = "json"
+) -> StructuredOutputSpec | None:
     """Read the structured-output fields of an OpenAI request body; None if it sets none.
+    `tool_format`: the layout the calls of a `tools` request are written in (the server's).
 
     Raises InvalidRequestError, with the reason, for anything invalid (including schemas and
     grammars xgrammar cannot compile).
@@ -81,7 +84,7 @@ def parse_structured_output(request: Mapping[str, Any]) -> StructuredOutputSpec 
     candidates = [
         ("response_format", _from_response_format(request.get("response_format"))),
         *_from_vllm_fields(request),
-        ("tools", _from_tools(request)),
+        ("tools", _from_tools(request, tool_format)),
     ]
     chosen = [(source, spec) for source, spec in candidates if spec is not None]
     if len(chosen) > 1:
@@ -99,15 +102,9 @@ def tools_spec(
 ) -> StructuredOutputSpec:
     """The constraint of a tool-calling turn in either layout (InvalidRequestError as requests get)."""
     request = {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": parallel}
-    spec = _from_tools(request)
+    spec = _from_tools(request, tool_format)
     if spec is None:
         raise InvalidRequestError("tool_choice 'none' asks for no tool call")
-    return in_tool_format(spec, tool_format)
-
-
-def in_tool_format(spec: StructuredOutputSpec, tool_format: ToolFormat) -> StructuredOutputSpec:
-    """A tools constraint with its calls in `tool_format` (InvalidRequestError as requests get)."""
-    spec = replace(spec, tool_format=tool_format)
     spec.grammar  # noqa: B018 - as parse_structured_output: xgrammar errors surface here
     return spec
 
@@ -176,7 +173,7 @@ def _vllm_spec(source: str, value: Any) -> StructuredOutputSpec | None:
     )
 
 
-def _from_tools(request: Mapping[str, Any]) -> StructuredOutputSpec | None:
+def _from_tools(request: Mapping[str, Any], tool_format: ToolFormat) -> StructuredOutputSpec | None:
     tools, tool_choice = request.get("tools"), request.get("tool_choice")
     if tools is None:
         if tool_choice not in (None, "none"):
@@ -189,4 +186,6 @@ def _from_tools(request: Mapping[str, Any]) -> StructuredOutputSpec | None:
     parallel = request.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
         raise InvalidRequestError("parallel_tool_calls must be a boolean")
-    return StructuredOutputSpec("tools", tools=normalized, tool_choice=choice, parallel_tool_calls=parallel)
+    return StructuredOutputSpec(
+        "tools", tools=normalized, tool_choice=choice, parallel_tool_calls=parallel, tool_format=tool_format
+    )

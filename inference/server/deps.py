@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from inference.grammar.spec import ToolFormat, in_tool_format
+from inference.grammar.spec import ToolFormat
 from inference.metrics import ServingMetrics
 from inference.protocol import EngineClient, SamplingParams
 from inference.server.errors import APIError
@@ -64,10 +64,7 @@ class ServerContext:
                 param="max_tokens",
                 code="context_length_exceeded",
             )
-        params = request.sampling_params(max_tokens, logprobs)
-        spec = params.structured_output
-        if spec is not None and spec.produces_tool_calls and self.tool_call_format != spec.tool_format:
-            params.structured_output = in_tool_format(spec, self.tool_call_format)
+        params = request.sampling_params(max_tokens, logprobs, self.tool_call_format)
         params.validate()
         if params.cache_salt is not None:
             # NOTE: a client's salt is keyed with the server's secret, so the engine only ever sees an

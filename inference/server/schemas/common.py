@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from inference.grammar import parse_structured_output
+from inference.grammar.spec import ToolFormat
 from inference.protocol import SEED_RANGE, SamplingParams
 
 
@@ -123,7 +124,9 @@ class SamplingRequest(BaseModel):
     def include_usage(self) -> bool:
         return self.stream_options is not None and bool(self.stream_options.include_usage)
 
-    def sampling_params(self, max_tokens: int, logprobs: int | None) -> SamplingParams:
+    def sampling_params(
+        self, max_tokens: int, logprobs: int | None, tool_format: ToolFormat = "json"
+    ) -> SamplingParams:
         given = self.model_dump(include=_SAMPLING_FIELDS, exclude_none=True)
         if isinstance(self.stop, str):
             given["stop"] = [self.stop]
@@ -132,6 +135,6 @@ class SamplingRequest(BaseModel):
             logprobs=logprobs,
             **given,
             structured_output=parse_structured_output(
-                self.model_dump(exclude={"messages", "prompt"}, exclude_none=True)
+                self.model_dump(exclude={"messages", "prompt"}, exclude_none=True), tool_format
             ),
         )

@@ -65,4 +65,5 @@ def test_a_conversation_with_earlier_calls_and_their_results(client):
 
 def test_auto_lets_the_model_answer_in_text(client):
     choice = auto_turn(client, [{"role": "user", "content": "Say hello to me in French."}], max_tokens=30)
-    assert not (choice.message.content or "").startswith("[")
+    # SmolLM2 greets in text here; under "required" the grammar would have forced a call.
+    assert not choice.message.tool_calls and not choice.message.content.startswith("["), choice
