@@ -43,6 +43,7 @@ from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
 from inference.provider import Rung
+from inference.tool_relevance import answers_user, tools_fit
 from inference.tracing import GenerationSpan
 
 
@@ -131,9 +132,12 @@ class AgentChatModel:
         rungs: list[Rung] | None = None,
         escalated: Callable[[list[dict]], None] | None = None,
         tool_format: ToolFormat = "json",
+        tool_relevance: float | None = None,
     ) -> None:
         self.backend, self.max_tokens, self.temperature = backend, max_tokens, temperature
         self.tool_format = tool_format
+        # "auto" turns answering a user go without tools under this P(yes) (inference/tool_relevance.py).
+        self.tool_relevance = tool_relevance
         self.constrained, self.cache_salt, self.gate = constrained, cache_salt, gate
         self.rungs = rungs or [Rung(backend.model_name, backend)]
         self.escalated = escalated  # told each turn's escalations (the platform's metrics)
@@ -189,8 +193,10 @@ class AgentChatModel:
     async def _local(self, backend, messages, tools, choice, max_tokens, parallel):
         engine = backend.engine
         python = self.tool_format == "python"
+        # A declined turn is a text answer from a model shown no tools (inference/tool_relevance.py).
+        declined = choice == "auto" and await self._no_tool_fits(engine, messages, tools)
         spec = None
-        if self.constrained:
+        if self.constrained and not declined:
             spec = tools_spec(tools, _openai_choice(choice), parallel, self.tool_format)
         params = SamplingParams(
             max_tokens=max_tokens,
@@ -198,7 +204,9 @@ class AgentChatModel:
             structured_output=spec,
             cache_salt=self.cache_salt,
         )
-        if python:
+        if declined:
+            prompt = engine.apply_chat_template(messages, add_generation_prompt=True)
+        elif python:
             prompt = engine.apply_chat_template(python_messages(messages, tools), add_generation_prompt=True)
         else:
             prompt = engine.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
@@ -214,11 +222,20 @@ class AgentChatModel:
                 usage = Usage(out.num_prompt_tokens, out.num_output_tokens, out.num_cached_tokens)
                 reason = out.finish_reason
                 span.finish(reason, *usage.counts(), out.scheduled_at)
+        if declined:
+            return [], "".join(parts), usage, reason
         # NOTE: a constrained turn holds calls only where it starts with "[" ("auto" lets it be text).
         read = (parse_python_turn if self.constrained else parse_python_calls) if python else parse_tool_calls
         parsed = read("".join(parts))
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason
+
+    async def _no_tool_fits(self, engine, messages: list[dict], tools: list[dict]) -> bool:
+        if self.tool_relevance is None or not answers_user(messages):
+            return False
+        python = self.tool_format == "python"
+        shown, shown_tools = (python_messages(messages, tools), None) if python else (messages, tools)
+        return await tools_fit(engine, shown, shown_tools, self.cache_salt) < self.tool_relevance
 
     async def _remote(self, backend, messages, tools, choice, max_tokens, parallel):
         response = await backend.tool_turn(

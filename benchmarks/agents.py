@@ -1,5 +1,5 @@
 """Agents: `python -m benchmarks.agents [--quick] [--limit N] [--offset N] [--tasks N]
-[--tool-format json,python] [--auto] [--skip-bfcl] [--skip-tasks]`.
+[--tool-format json,python] [--auto] [--tool-relevance T] [--skip-bfcl] [--skip-tasks]`.
 
 Two parts, both on the in-process engine with the packaged model (settings `llm_model`):
 
@@ -7,7 +7,9 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
    without grammar constraints. Constrained: `tool_choice` required (irrelevance cases also get a
    `final_answer` escape, as our agents do); unconstrained: the same tools prompt, free text, calls
    parsed from `<tool_call>` blocks; with `--auto`, also `tool_choice` auto (constrained calls or a
-   text answer, no `final_answer`: what an API client gets). Schema-valid rate (calls that parse
+   text answer, no `final_answer`: what an API client gets); with `--tool-relevance T`, also auto
+   rows where the model is first asked whether a tool fits (inference/tool_relevance.py; written
+   to `.tool-relevance.json`). Schema-valid rate (calls that parse
    and validate), BFCL AST accuracy (function name, required arguments, allowed values; no extra
    arguments) and irrelevance accuracy (no function called). Each row once per call layout in `--tool-format`:
    `<tool_call>` JSON blocks or a Python list of calls (inference/grammar/python_calls.py), both
@@ -23,7 +25,7 @@ Two parts, both on the in-process engine with the packaged model (settings `llm_
 
 Writes benchmarks/results/agents.json (agents.<model>.json for another `llm_model`, e.g. a GGUF path in
 GROUNDWORK_LLM_MODEL; `.python-calls` before `.json` for the tasks in Python calls,
-GROUNDWORK_AGENTS__TOOL_CALL_FORMAT=python)
+GROUNDWORK_AGENTS__TOOL_CALL_FORMAT=python; `.offset-N` with --offset N)
 and prints tables; a part skipped with --skip-* is kept from the earlier file (under "carried_over").
 Tasks alternate the agent order per task (ABC, BCA, CAB) so that machine noise does not favour one
 agent.
@@ -73,12 +75,24 @@ def load_bfcl(category: str, limit: int, offset: int = 0) -> list[BfclCase]:
 
 
 async def bfcl(
-    backend, limit: int, categories: list[str], modes: list[str], formats: list[str], offset: int = 0
+    backend,
+    limit: int,
+    categories: list[str],
+    modes: list[str],
+    formats: list[str],
+    offset: int = 0,
+    tool_relevance: float | None = None,
 ) -> dict:
     results = {}
     for mode, tool_format in [(m, f) for m in modes for f in formats]:
         constrained = mode != "free"
-        model = AgentChatModel(backend, max_tokens=512, constrained=constrained, tool_format=tool_format)
+        model = AgentChatModel(
+            backend,
+            max_tokens=512,
+            constrained=constrained,
+            tool_format=tool_format,
+            tool_relevance=tool_relevance if mode == "relevance" else None,  # "auto", asked first
+        )
         for category in categories:
             rows = []
             for case in load_bfcl(category, limit, offset):
@@ -86,7 +100,7 @@ async def bfcl(
                 escape = category == "irrelevance" and mode == "grammar"
                 tools = case.tools + ([final_answer_tool()] if escape else [])
                 try:
-                    choice = "auto" if mode == "auto" else "required"
+                    choice = "auto" if mode in ("auto", "relevance") else "required"
                     turn = await model.call(case.messages, tools, choice, parallel=True)
                 except Exception as exc:  # a schema xgrammar cannot compile counts as a failed case
                     rows.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"[:200]})
@@ -296,6 +310,13 @@ def main() -> None:
         action="store_true",
         help="Also BFCL rows with tool_choice auto (as API clients send it; no final_answer escape).",
     )
+    parser.add_argument(
+        "--tool-relevance",
+        type=float,
+        default=None,
+        help="Also BFCL rows with tool_choice auto where the model is first asked whether a tool fits "
+        "(inference/tool_relevance.py), at this threshold; results in a file of their own.",
+    )
     parser.add_argument("--skip-bfcl", action="store_true")
     parser.add_argument("--skip-tasks", action="store_true")
     args = parser.parse_args()
@@ -326,6 +347,10 @@ def main() -> None:
     out = RESULTS if model == default else RESULTS.with_suffix(f".{name}.json")
     if settings.agents.tool_call_format == "python":
         out = out.with_suffix(".python-calls.json")  # the tasks in each layout: a file of their own
+    if args.tool_relevance is not None:
+        out = out.with_suffix(".tool-relevance.json")
+    if args.offset:  # cases held out from tuning: beside the tuned run, not over it
+        out = out.with_suffix(f".offset-{args.offset}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         if not args.skip_bfcl:
@@ -334,9 +359,13 @@ def main() -> None:
                     backend,
                     args.limit,
                     args.categories.split(","),
-                    ["grammar"] + ["free"] * args.free + ["auto"] * args.auto,
+                    ["grammar"]
+                    + ["free"] * args.free
+                    + ["auto"] * args.auto
+                    + ["relevance"] * (args.tool_relevance is not None),
                     args.tool_format.split(","),
                     args.offset,
+                    args.tool_relevance,
                 )
             )
             out.write_text(json.dumps(carry_over(report, out), indent=1))  # a long run keeps its first part

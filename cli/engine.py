@@ -52,6 +52,15 @@ def serve(
         help="How the model writes the calls of chat requests with tools: <tool_call> JSON blocks, or a "
         "Python call list (the layout Qwen2.5 models were measured in; agents/README.md).",
     ),
+    tool_relevance: float | None = typer.Option(
+        None,
+        "--tool-relevance",
+        min=0.0,
+        max=1.0,
+        help="Under tool_choice auto, first ask the model whether one of the tools fits the user's "
+        "request, and answer in text without them when its P(yes) is under this (0.7 for "
+        "qwen2.5-coder-1.5b in the python layout; inference/tool_relevance.py). Unset: never asked.",
+    ),
 ) -> None:
     """Serve the model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /metrics)."""
     from inference.server import create_app
@@ -61,7 +70,13 @@ def serve(
     engine = _load_engine(model, settings)
     engine.start()
     try:
-        app = create_app(engine, engine.model_name, api_key=api_key, tool_call_format=tool_call_format.value)
+        app = create_app(
+            engine,
+            engine.model_name,
+            api_key=api_key,
+            tool_call_format=tool_call_format.value,
+            tool_relevance=tool_relevance,
+        )
         uvicorn.run(app, host=host, port=port, log_config=None)
     finally:
         engine.shutdown()

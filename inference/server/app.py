@@ -20,15 +20,21 @@ def create_app(
     served_model_name: str,
     api_key: str | None = None,
     tool_call_format: ToolFormat = "json",
+    tool_relevance: float | None = None,
 ) -> FastAPI:
     """An app serving `engine` under `served_model_name`; the caller owns the engine's lifecycle.
     With `api_key`, every /v1 route needs `Authorization: Bearer <api_key>` (as vLLM's --api-key).
     `tool_call_format`: how the model writes the calls of chat requests with `tools` (both layouts
-    answer in OpenAI's `tool_calls`)."""
+    answer in OpenAI's `tool_calls`). `tool_relevance`: a chat turn with `tools` under tool_choice
+    "auto" goes without them when the model's P(yes) that one fits is under it (tool_relevance.py)."""
     app = FastAPI(title="Groundwork inference server", version="1")
     metrics = ServingMetrics(engine)
     app.state.context = ServerContext(
-        engine=engine, model_name=served_model_name, metrics=metrics, tool_call_format=tool_call_format
+        engine=engine,
+        model_name=served_model_name,
+        metrics=metrics,
+        tool_call_format=tool_call_format,
+        tool_relevance=tool_relevance,
     )
     install_error_handlers(app)
     for module in (models, completions, chat, ops):

@@ -24,6 +24,9 @@ class ServerContext:
     metrics: ServingMetrics
     # How chat requests with `tools` have the model write its calls (inference/grammar/spec.py).
     tool_call_format: ToolFormat = "json"
+    # An "auto" turn answering a user goes without tools when the model's P(yes) that one fits is
+    # under this (inference/tool_relevance.py); None: never asked.
+    tool_relevance: float | None = None
     # Keys clients' cache salts (see `sampling_params`); random per server unless given.
     cache_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 

@@ -75,6 +75,21 @@ def test_an_auto_turn_is_valid_calls_or_text(engine, tool_format):
         assert turn.tool_calls or (turn.content and not turn.content.startswith("[")), turn
 
 
+@pytest.mark.parametrize("tool_format", ["json", "python"])
+def test_a_turn_the_relevance_check_declines_is_text_without_the_tools(engine, tool_format):
+    # Threshold 1: SmolLM2's P(yes) falls short of it (tests/inference/server/test_tool_relevance.py).
+    backend = LocalChatBackend(engine)
+    asked = AgentChatModel(backend, tool_format=tool_format, max_tokens=40, tool_relevance=1.0)
+    offered = AgentChatModel(backend, tool_format=tool_format, max_tokens=40)
+    messages = [{"role": "user", "content": PROMPTS[0]}]
+    declined = asyncio.run(asked.call(messages, TOOLS, "auto"))
+    assert not declined.tool_calls and declined.content, declined
+    plain = asyncio.run(offered.call(messages, TOOLS, "auto"))
+    assert declined.usage.prompt_tokens < plain.usage.prompt_tokens - 100  # no tools prompt
+    required = asyncio.run(asked.call(messages, TOOLS, "required"))  # not checked: a call comes
+    assert len(required.tool_calls) == 1 and required.tool_calls[0].error is None, required
+
+
 def test_python_layout_shows_history_calls_in_its_own_layout():
     said = [
         ToolCall("search", {"query": "Foo"}),

