@@ -59,7 +59,8 @@ def serve(
         max=1.0,
         help="Under tool_choice auto, first ask the model whether one of the tools fits the user's "
         "request, and answer in text without them when its P(yes) is under this (0.7 for "
-        "qwen2.5-coder-1.5b in the python layout; inference/tool_relevance.py). Unset: never asked.",
+        "qwen2.5-coder-1.5b in the python layout; the 0.5B's answer tells nothing; "
+        "inference/tool_relevance.py). Unset: never asked.",
     ),
 ) -> None:
     """Serve the model over an OpenAI-compatible API (/v1/chat/completions, /v1/completions, /metrics)."""
