@@ -43,7 +43,7 @@ from inference.grammar.tool_parser import new_tool_call_id, parse_tool_calls
 from inference.grammar.tools import TOOL_CALL_END, TOOL_CALL_START
 from inference.protocol import SamplingParams
 from inference.provider import Rung
-from inference.tool_relevance import answers_user, tools_fit
+from inference.tool_relevance import declines_tools
 from inference.tracing import GenerationSpan
 
 
@@ -194,7 +194,9 @@ class AgentChatModel:
         engine = backend.engine
         python = self.tool_format == "python"
         # A declined turn is a text answer from a model shown no tools (inference/tool_relevance.py).
-        declined = choice == "auto" and await self._no_tool_fits(engine, messages, tools)
+        declined = choice == "auto" and await declines_tools(
+            engine, messages, tools, self.tool_format, self.tool_relevance, self.cache_salt
+        )
         spec = None
         if self.constrained and not declined:
             spec = tools_spec(tools, _openai_choice(choice), parallel, self.tool_format)
@@ -229,13 +231,6 @@ class AgentChatModel:
         parsed = read("".join(parts))
         calls = [_from_openai(c) for c in parsed.tool_calls]
         return calls, parsed.content or "", usage, reason
-
-    async def _no_tool_fits(self, engine, messages: list[dict], tools: list[dict]) -> bool:
-        if self.tool_relevance is None or not answers_user(messages):
-            return False
-        python = self.tool_format == "python"
-        shown, shown_tools = (python_messages(messages, tools), None) if python else (messages, tools)
-        return await tools_fit(engine, shown, shown_tools, self.cache_salt) < self.tool_relevance
 
     async def _remote(self, backend, messages, tools, choice, max_tokens, parallel):
         response = await backend.tool_turn(

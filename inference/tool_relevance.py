@@ -18,8 +18,11 @@ The question follows the conversation exactly as the call turn renders it, so th
 hands the whole prompt on to that turn: the check costs the question's few tokens and one decoded
 token with the cache on (`enable_prefix_caching`): 0.4-0.7 s a turn for the 1.5B on 2 cores.
 
-NOTE: only a turn that answers a user message is checked (`answers_user`): after tool results the
-question ("do what I asked") would judge the first request again, not whether more calls are needed.
+`declines_tools` is the one entry point (the server's chat route, the agents' chat model): it shows
+the conversation in the turn's call layout and compares the score with the threshold.
+
+NOTE: only a turn that answers a user message is checked: after tool results the question ("do
+what I asked") would judge the first request again, not whether more calls are needed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from __future__ import annotations
 import math
 import uuid
 
+from inference.chat_template import python_messages
+from inference.grammar.spec import ToolFormat
 from inference.protocol import EngineClient, InvalidRequestError, SamplingParams
 
 QUESTION = "Can one of these functions, called with suitable arguments, do what I asked? Answer yes or no."
@@ -35,9 +40,22 @@ QUESTION = "Can one of these functions, called with suitable arguments, do what 
 _TOP = 20
 
 
-def answers_user(messages: list[dict]) -> bool:
-    """The turn answers a user message (not tool results or an assistant's own earlier turn)."""
-    return bool(messages) and messages[-1].get("role") == "user"
+async def declines_tools(
+    engine: EngineClient,
+    messages: list[dict],
+    tools: list[dict],
+    tool_format: ToolFormat,
+    threshold: float | None,
+    cache_salt: str | None = None,
+) -> bool:
+    """Whether an "auto" turn over `messages` (as the client sent them) should go without `tools`:
+    it answers a user message and the model's P(yes) is under `threshold` (None: never asked)."""
+    if threshold is None or not messages or messages[-1].get("role") != "user":
+        return False
+    shown, shown_tools = (
+        (python_messages(messages, tools), None) if tool_format == "python" else (messages, tools)
+    )
+    return await tools_fit(engine, shown, shown_tools, cache_salt) < threshold
 
 
 async def tools_fit(

@@ -34,23 +34,17 @@ from inference.server.schemas.chat import (
     ChatCompletionResponse,
 )
 from inference.server.schemas.common import Usage
-from inference.tool_relevance import answers_user, tools_fit
+from inference.tool_relevance import declines_tools
 
 router = APIRouter(tags=["chat"])
 
 
-def _shown(ctx: ServerContext, body: ChatCompletionRequest) -> tuple[list[dict], list[dict] | None]:
-    """The messages and tools as the chat template gets them."""
+def _prompt_ids(ctx: ServerContext, body: ChatCompletionRequest) -> list[int]:
     messages = [message.as_template_dict() for message in body.messages]
     # With tool_choice "none" the output is unconstrained: a model told how to call would write calls as text.
     tools = body.tools if body.tool_choice != "none" else None
     if tools and ctx.tool_call_format == "python":
         messages, tools = python_messages(messages, tools), None
-    return messages, tools
-
-
-def _prompt_ids(ctx: ServerContext, body: ChatCompletionRequest) -> list[int]:
-    messages, tools = _shown(ctx, body)
     try:
         return ctx.engine.apply_chat_template(messages, tools=tools)
     except (TemplateError, ValueError) as exc:
@@ -65,15 +59,15 @@ def _prepared(ctx: ServerContext, body: ChatCompletionRequest) -> tuple[list[int
 
 
 async def _no_tool_fits(ctx: ServerContext, body: ChatCompletionRequest, params: SamplingParams) -> bool:
-    """With `ctx.tool_relevance`, an "auto" turn answering a user whose tools the model judges unfit
-    (inference/tool_relevance.py); checked once the request is valid, under its cache salt."""
+    """An "auto" turn whose tools the model judges unfit (inference/tool_relevance.py); checked once
+    the request is valid, under its cache salt."""
     spec = params.structured_output
     if ctx.tool_relevance is None or spec is None or spec.kind != "tools" or spec.tool_choice[0] != "auto":
         return False
-    messages, tools = _shown(ctx, body)
-    if not answers_user(messages):
-        return False
-    return await tools_fit(ctx.engine, messages, tools, params.cache_salt) < ctx.tool_relevance
+    messages = [message.as_template_dict() for message in body.messages]
+    return await declines_tools(
+        ctx.engine, messages, body.tools, ctx.tool_call_format, ctx.tool_relevance, params.cache_salt
+    )
 
 
 def _finish_reason(engine_reason: str | None, called_tools: bool) -> str | None:
