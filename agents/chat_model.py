@@ -212,6 +212,8 @@ class AgentChatModel:
             prompt = engine.apply_chat_template(python_messages(messages, tools), add_generation_prompt=True)
         else:
             prompt = engine.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
+        if spec is not None:
+            await engine.precompile(spec)  # a new tool set compiles off the loop every run shares
         parts: list[str] = []
         usage, reason = Usage(), None
         request_id = uuid.uuid4().hex

@@ -10,12 +10,12 @@ left at their defaults are accepted at those values.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from core.errors import ClientError
 from inference.grammar.spec import StructuredOutputSpec, parse_structured_output
-from inference.protocol import InvalidRequestError
+from inference.protocol import EngineClient, InvalidRequestError
 
 # Read by inference/grammar/spec.py (output constraints).
 CONSTRAINT_FIELDS = frozenset(
@@ -66,10 +66,10 @@ def check_openai_parameters(extra: dict[str, Any]) -> None:
             )
 
 
-async def _off_loop(build: Callable[[], T]) -> T:
-    """`build()` in a worker thread under the time cap; its InvalidRequestError is a 400."""
+async def _capped(work: Awaitable[T]) -> T:
+    """`work` (off the event loop) under the time cap; its InvalidRequestError is a 400."""
     try:
-        return await asyncio.wait_for(asyncio.to_thread(build), CONSTRAINT_BUILD_TIMEOUT_S)
+        return await asyncio.wait_for(work, CONSTRAINT_BUILD_TIMEOUT_S)
     except InvalidRequestError as exc:
         raise ClientError(400, "invalid_request", str(exc)) from exc
     except TimeoutError:
@@ -83,12 +83,9 @@ async def _off_loop(build: Callable[[], T]) -> T:
 async def build_constraint(extra: dict[str, Any]) -> StructuredOutputSpec | None:
     """The request's output constraint, validated and built off the event loop (xgrammar's
     conversion of a large schema once held the loop, and so every tenant, for 17 s)."""
-    return await _off_loop(lambda: parse_structured_output(extra))
+    return await _capped(asyncio.to_thread(parse_structured_output, extra))
 
 
-async def precompile(engine: Any, spec: StructuredOutputSpec) -> None:
-    """Compile `spec` against the in-process engine's tokenizer off the event loop; the engine's
-    own check, which runs on the loop when the request is queued, then finds it in its cache."""
-    grammars = getattr(getattr(engine, "engine", None), "grammars", None)
-    if grammars is not None:
-        await _off_loop(lambda: grammars().service.compile(spec))
+async def precompile(engine: EngineClient, spec: StructuredOutputSpec) -> None:
+    """Compile `spec` for the in-process engine, off the event loop, under the time cap."""
+    await _capped(engine.precompile(spec))

@@ -22,6 +22,7 @@ from inference.chat_template import render_chat
 from inference.config import EngineConfig, EngineOptions
 from inference.engine import LLMEngine, StepError
 from inference.foreground import Foreground, release_current
+from inference.grammar.spec import StructuredOutputSpec
 from inference.protocol import (
     EngineError,
     EngineOverloadedError,
@@ -150,6 +151,15 @@ class AsyncLLMEngine:
         # wants one, and encode() would add a second.
         text = render_chat(self.tokenizer, messages, tools, add_generation_prompt)
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+    async def precompile(self, spec: StructuredOutputSpec) -> None:
+        """Compile `spec` in a worker thread; `generate`'s own check, which runs in the caller's thread
+        (an event loop, for every front-end), then finds it in the grammar cache.
+
+        NOTE: xgrammar's compile of a new tool set or schema (and the tokenizer tables it builds on
+        first use) would otherwise hold that loop, and so every other request on it, meanwhile."""
+        if not self.engine.compiled(spec):  # a cached grammar costs no thread hop
+            await asyncio.to_thread(lambda: self.engine.grammars().service.compile(spec))
 
     # -- requests ------------------------------------------------------------------------------------
 

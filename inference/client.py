@@ -99,6 +99,8 @@ class LocalChatBackend:
         self, messages: list[dict], params: SamplingParams, request_id: str | None = None
     ) -> AsyncIterator[ChatDelta]:
         prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
+        if params.structured_output is not None:
+            await self.engine.precompile(params.structured_output)
         request_id = request_id or uuid.uuid4().hex
         span = GenerationSpan(self.model_name, params, request_id, "groundwork")
         try:

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from inference.grammar import EngineGrammars
+    from inference.grammar.spec import StructuredOutputSpec
 
 
 class StepError(Exception):
@@ -163,6 +164,12 @@ class LLMEngine:
                 )
                 self._grammars = EngineGrammars(service)
             return self._grammars
+
+    def compiled(self, spec: StructuredOutputSpec) -> bool:
+        """Whether `spec`'s grammar is built and cached (builds nothing, not even the service)."""
+        with self._grammars_lock:
+            grammars = self._grammars
+        return grammars is not None and grammars.service.cached(spec)
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
         self.validate(request_id, prompt_token_ids, params)

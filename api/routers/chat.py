@@ -34,6 +34,7 @@ from api.state import AppState
 from api.streaming import event_source, sse
 from core.errors import ClientError
 from core.offload import off_loop
+from inference.client import LocalChatBackend
 from inference.protocol import InvalidRequestError, SamplingParams
 from inference.server.schemas.chat import AssistantMessage, ChatChoice, ChatChunkChoice
 from inference.server.schemas.common import Usage
@@ -147,8 +148,8 @@ async def _events(state: AppState, tenant: uuid.UUID, body: ChatBody, meter: Met
             "response_format and guided_* are enforced with the in-process engine or the supervised "
             "vLLM only; this generator is a server not known to apply them: call it directly",
         )
-    if constraint is not None:
-        await precompile(state.llm.local_engine(), constraint)
+    if constraint is not None and isinstance(backend, LocalChatBackend):  # a vLLM compiles its own
+        await precompile(backend.engine, constraint)
     stop = [body.stop] if isinstance(body.stop, str) else (body.stop or [])
     params = SamplingParams(
         max_tokens=max_tokens or 256,

@@ -43,6 +43,10 @@ class GrammarService:
         self._max_threads = max_threads
         self._lock = threading.Lock()
 
+    def cached(self, spec: StructuredOutputSpec) -> bool:
+        with self._lock:
+            return spec.cache_key in self._cache
+
     def compile(self, spec: StructuredOutputSpec) -> xgr.CompiledGrammar:
         """The compiled grammar of `spec` (cached); InvalidRequestError if it cannot be built."""
         with self._lock:

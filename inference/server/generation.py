@@ -36,6 +36,8 @@ async def engine_stream(
     ctx: ServerContext, request_id: str, prompt_ids: list[int], params: SamplingParams
 ) -> AsyncIterator[RequestOutput]:
     """The engine's deltas for one request, timed for metrics; aborts the request if left unfinished."""
+    if params.structured_output is not None:
+        await ctx.engine.precompile(params.structured_output)
     timer = ctx.metrics.track()
     # Admission errors (400, 503) are raised here, before there is anything to abort.
     outputs = ctx.engine.generate(request_id, prompt_ids, params)

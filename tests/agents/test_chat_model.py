@@ -16,8 +16,11 @@ from agents.graphs.common import AgentDeps
 from agents.tools import BUILTIN, FINAL_ANSWER, ToolContext, final_answer_tool
 from inference.chat_template import python_messages
 from inference.client import LocalChatBackend, RemoteChatBackend
+from inference.grammar.spec import parse_structured_output
+from inference.protocol import SamplingParams
 from inference.provider import start_local_engine
 from inference.server import create_app as create_engine_app
+from tests.support.grammar import grammar_builds
 from tests.support.http import running
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # the CI box is shared
@@ -88,6 +91,26 @@ def test_a_turn_the_relevance_check_declines_is_text_without_the_tools(engine, t
     assert declined.usage.prompt_tokens < plain.usage.prompt_tokens - 100  # no tools prompt
     required = asyncio.run(asked.call(messages, TOOLS, "required"))  # not checked: a call comes
     assert len(required.tool_calls) == 1 and required.tool_calls[0].error is None, required
+
+
+def test_new_grammars_are_built_off_the_event_loop(engine):
+    # Names no earlier test compiled: each turn builds its grammar here.
+    tool = {**BOOKING, "function": {**BOOKING["function"], "name": f"book_{uuid.uuid4().hex[:8]}"}}
+    schema = {"type": "object", "properties": {uuid.uuid4().hex[:8]: {"type": "integer"}}}
+    constrained = SamplingParams(
+        max_tokens=8, structured_output=parse_structured_output({"guided_json": schema})
+    )
+    messages = [{"role": "user", "content": PROMPTS[0]}]
+    backend = LocalChatBackend(engine)
+
+    async def turns() -> None:
+        await AgentChatModel(backend, max_tokens=20).call(messages, [tool], "required")
+        async for _ in backend.stream_chat(messages, constrained):  # the QA attempts' and checks' path
+            pass
+
+    with grammar_builds(engine) as on_loop:
+        asyncio.run(turns())
+    assert on_loop == [False, False]
 
 
 def test_python_layout_shows_history_calls_in_its_own_layout():

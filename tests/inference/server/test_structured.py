@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import jsonschema
 import openai
 import pytest
 
 from tests.inference.server.conftest import MODEL_NAME
+from tests.support.grammar import grammar_builds
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +88,18 @@ def test_json_schema_response_format(client):
     choice = response.choices[0]
     assert choice.finish_reason == "stop"
     assert set(json.loads(choice.message.content)) == {"city"}
+
+
+def test_a_new_schema_is_compiled_off_the_servers_event_loop(engine, client):
+    schema = {"type": "object", "properties": {uuid.uuid4().hex[:8]: {"type": "integer"}}}
+    with grammar_builds(engine) as on_loop:
+        client.chat.completions.create(
+            model=MODEL_NAME,
+            max_tokens=8,
+            messages=ASK_WEATHER,
+            response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+        )
+    assert on_loop == [False]
 
 
 def test_guided_choice_as_extra_body_field(client):
