@@ -80,16 +80,25 @@ async def victim(
     return latencies, statuses, stages
 
 
-async def gc_pauses(client: httpx.AsyncClient) -> dict[str, float]:
-    """The API process's full (generation 2) collections so far: count and seconds, from /metrics."""
+async def metric_samples(client: httpx.AsyncClient, family: str) -> list:
+    """The API's samples of one metric family, from /metrics."""
     text = (await client.get("/metrics")).text
+    return [s for f in text_string_to_metric_families(text) if f.name == family for s in f.samples]
+
+
+async def gc_pauses(client: httpx.AsyncClient) -> dict[str, float]:
+    """The API process's full (generation 2) collections so far: count and seconds."""
     out = {"count": 0.0, "seconds": 0.0}
-    for family in text_string_to_metric_families(text):
-        if family.name == "groundwork_gc_pause_seconds":
-            for sample in family.samples:
-                if sample.labels.get("generation") == "2" and sample.name.endswith(("_count", "_sum")):
-                    out["count" if sample.name.endswith("_count") else "seconds"] += sample.value
+    for sample in await metric_samples(client, "groundwork_gc_pause_seconds"):
+        if sample.labels.get("generation") == "2" and sample.name.endswith(("_count", "_sum")):
+            out["count" if sample.name.endswith("_count") else "seconds"] += sample.value
     return out
+
+
+async def ask_round_trips(client: httpx.AsyncClient) -> float:
+    """SQL statements and commits the API has sent for /v1/ask so far (every storage's)."""
+    samples = await metric_samples(client, "groundwork:sql_round_trips")
+    return sum(s.value for s in samples if s.labels.get("route") == "/v1/ask" and s.name.endswith("_total"))
 
 
 def median_stages(stages: list[dict]) -> dict[str, float]:
@@ -150,8 +159,10 @@ async def measure(base_url: str, b: dict, d: dict, args) -> dict:
             return await asyncio.to_thread(pool.apply, victim_process, (base_url, b, asks, rounds))
 
         await as_b(2)  # warm-up: models loaded
-        unloaded, unloaded_status, unloaded_stages = await as_b(args.asks, args.rounds)
         async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
+            trips_before = await ask_round_trips(client)
+            unloaded, unloaded_status, unloaded_stages = await as_b(args.asks, args.rounds)
+            trips = (await ask_round_trips(client) - trips_before) / len(unloaded_status)
             stop = asyncio.Event()
             flooding = asyncio.create_task(flood(client, d, args.flood_clients, args.flood_agents, stop))
             gc_before = await gc_pauses(client)
@@ -168,6 +179,8 @@ async def measure(base_url: str, b: dict, d: dict, args) -> dict:
         "p95_ratio": p95(loaded) / p95(unloaded) if loaded else None,
         "b_refused": sum(s != 200 for s in unloaded_status + loaded_status),
         "b_statuses": loaded_status,
+        # Unloaded, where B's are the only asks: what one ask costs the database.
+        "b_sql_round_trips_per_ask": round(trips, 1),
         "b_stage_medians_ms": {
             "unloaded": median_stages(unloaded_stages),
             "flooded": median_stages(loaded_stages),
@@ -231,6 +244,7 @@ def main() -> None:
     Console().print(table)
     Console().print("flooder:", report["flooder"])
     Console().print("B's stage medians (ms):", report["b_stage_medians_ms"])
+    Console().print("SQL round trips per ask of B (unloaded):", report["b_sql_round_trips_per_ask"])
     Console().print("API's full garbage collections during the flood:", report["flood_gc2"])
 
 
