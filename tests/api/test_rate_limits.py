@@ -178,5 +178,23 @@ def test_an_admitted_request_costs_few_round_trips_to_the_postgres_counters(sett
     settled = len(sent) - admitted - reserved
     event.remove(limiter.database_engine, "before_cursor_execute", listen)
     limiter.close()
-    # Two scopes (key, tenant). Before one-statement hits: 14, 6 and 8 statements.
-    assert (admitted, reserved, settled) == (10, 2, 4), (admitted, reserved, settled)
+    # Two scopes (key, tenant). Before one-statement hits: 14, 6 and 8 statements; before the
+    # headers were answered from the windows admission had just read and taken: 10, 2 and 4.
+    assert (admitted, reserved, settled) == (6, 2, 4), (admitted, reserved, settled)
+
+
+def test_admission_headers_match_the_counters_as_read_afterwards(settings, db_engine):
+    """Admission answers its `x-ratelimit-*` headers from the windows it read and took in its
+    transaction (api/limit_storage.py); read again afterwards, the counters say the same."""
+    strict = _limited(settings, None, requests_per_minute_per_key=50, tokens_per_minute_per_key=10_000)
+    limiter = RateLimiter(strict, limit_storage(strict, db_engine))
+    caller = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
+    for hits in (1, 2, 3):
+        meter = limiter.admit(caller)
+        again = limiter.headers(meter.scopes)
+        assert meter.headers["x-ratelimit-remaining-requests"] == str(50 - hits), meter.headers
+        for name in ("requests", "tokens"):
+            assert meter.headers[f"x-ratelimit-remaining-{name}"] == again[f"x-ratelimit-remaining-{name}"]
+            reset, reset_again = (int(h[f"x-ratelimit-reset-{name}"][:-1]) for h in (meter.headers, again))
+            assert abs(reset - reset_again) <= 1, (meter.headers, again)
+    limiter.close()
