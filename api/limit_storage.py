@@ -13,9 +13,9 @@ library's window keys are.
 One request's checks (about eight calls of the library: each scope's windows, then its headers) run
 in one transaction (`pinned`), not one checkout, pre-ping and commit each: under load every round
 trip is a wait for the interpreter lock too. A refusal rolls back the request's earlier hits. Inside
-it the windows read or taken are remembered until the next write, so the `x-ratelimit-*` headers
-cost no statement of their own (`python -m benchmarks.fairness`: with limits off, another tenant's
-ask under a flood gained about 0.25 less of its p95 ratio than with them on).
+it the windows read or taken are remembered until the next write to them, so the `x-ratelimit-*`
+headers cost no statement of their own: the limiter's round trips were most of what another
+tenant's ask waited on under a flood (`python -m benchmarks.fairness`, limits off against on).
 The storage has its own small engine whose commits do not wait for the WAL flush
 (`synchronous_commit=off`): a crash may forget the last fraction of a second of counts, which a
 rate limit can afford, while an admitted request no longer waits for fsyncs (under a flood, on the
