@@ -6,7 +6,9 @@ the difference is charged, or given back. A request cut short (client gone, canc
 settles on the tokens it had streamed: partial usage is charged, never nothing.
 
 Entry points use:
-- `reserve(meter, prompt_text, max_tokens)` -> `Reservation`, then `reservation.settle(usage)`;
+- `admit_reserving(request, principal, state, prompt, max_tokens)` -> `Reservation` (a route's
+  admission and reservation at once), or `reserve(meter, prompt, max_tokens)` for a request already
+  admitted; then `reservation.settle(usage)`;
 - `charging(events, reservation)` around an event stream (the `done` event's usage settles it);
 - `AgentTokenGate(meter)`: what an agent run's chat model calls around each LLM call.
 `api.ratelimit.admit(state, principal)` gives the `Meter` outside FastAPI routes.
@@ -19,10 +21,15 @@ import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from fastapi import Request
+
 from agents.chat_model import TokenLimitReached
 from api.admission import AnswerSlots
-from api.ratelimit import Meter, token_costs
+from api.deps import Principal
+from api.ratelimit import Meter, limit_request, token_costs
+from api.state import AppState
 from core.errors import ClientError
+from core.settings.qa import QASettings
 
 # NOTE: a deliberate over-estimate (English runs ~4 characters a token, JSON and code ~3): settling
 # gives back what was not used, while an estimate below the real count lets a burst pass the limit.
@@ -69,6 +76,22 @@ class Reservation:
             self.settle(
                 {"prompt_tokens": self.prompt, "completion_tokens": min(completion_seen, self.completion)}
             )
+
+
+def answer_worst_case(qa: QASettings, prompt_text: str, max_tokens: int | None) -> tuple[int, int]:
+    """A grounded answer's prompt and completion tokens to reserve: the question's estimate with a
+    full sources budget, and its `max_tokens`."""
+    return estimate_tokens(prompt_text) + qa.sources_token_budget, max_tokens or qa.max_tokens
+
+
+def admit_reserving(
+    request: Request, principal: Principal, state: AppState, prompt: int, max_tokens: int
+) -> Reservation:
+    """A generating route's admission with its reservation, in one transaction of the counters:
+    under a flood every round trip and thread hop is a wait for the interpreter another tenant's
+    ask needs too."""
+    meter = limit_request(request, principal, state, token_costs(prompt, max_tokens))
+    return Reservation(meter, prompt, max_tokens)
 
 
 def reserve(meter: Meter, prompt: int, max_tokens: int) -> Reservation:

@@ -28,14 +28,19 @@ def unauthorized(message: str) -> ClientError:
     )
 
 
-def get_state(request: Request) -> AppState:
+# NOTE: dependencies that do no I/O are `async def`: FastAPI runs a plain `def` one in its threadpool,
+# a hop to a worker thread and back to the event loop on every request, each a wait behind whatever
+# the loop and the interpreter are busy with (under another tenant's flood, its requests).
+
+
+async def get_state(request: Request) -> AppState:
     return request.app.state.groundwork
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-def get_settings_dep(state: StateDep) -> Settings:
+async def get_settings_dep(state: StateDep) -> Settings:
     return state.settings
 
 
@@ -104,13 +109,13 @@ def require_scope(principal: Principal, scope: str) -> None:
         raise ClientError(403, "insufficient_scope", f"this API key lacks the {scope!r} scope")
 
 
-def get_current_tenant(request: Request, principal: CurrentPrincipal) -> uuid.UUID:
+async def get_current_tenant(request: Request, principal: CurrentPrincipal) -> uuid.UUID:
     """The caller's tenant; reading needs the `read` scope, any other method `write`."""
     require_scope(principal, "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write")
     return principal.tenant_id
 
 
-def get_reading_tenant(principal: CurrentPrincipal) -> uuid.UUID:
+async def get_reading_tenant(principal: CurrentPrincipal) -> uuid.UUID:
     """For POST routes that only read (search, ask, chat): the `read` scope is enough."""
     require_scope(principal, "read")
     return principal.tenant_id

@@ -13,9 +13,11 @@ library's window keys are.
 One request's checks (about eight calls of the library: each scope's windows, then its headers) run
 in one transaction (`pinned`), not one checkout, pre-ping and commit each: under load every round
 trip is a wait for the interpreter lock too. A refusal rolls back the request's earlier hits. Inside
-it the windows read or taken are remembered until the next write to them, so the `x-ratelimit-*`
-headers cost no statement of their own: the limiter's round trips were most of what another
-tenant's ask waited on under a flood (`python -m benchmarks.fairness`, limits off against on).
+it the windows read or taken are remembered until the next write to them (a sliding-window hit
+returns the window it wrote), so the `x-ratelimit-*` headers cost no statement of their own, and a
+settlement's refund is one statement for all its counters: the limiter's round trips were most of
+what another tenant's ask waited on under a flood (`python -m benchmarks.fairness`, limits off
+against on).
 The storage has its own small engine whose commits do not wait for the WAL flush
 (`synchronous_commit=off`): a crash may forget the last fraction of a second of counts, which a
 rate limit can afford, while an admitted request no longer waits for fsyncs (under a flood, on the
@@ -74,11 +76,12 @@ _TAKE = text(
 # is safe because a closed window is never written again. Returns a row only when admitted.
 _SLIDE = text(
     """
-    WITH previous AS (
+    WITH counted AS (
       SELECT coalesce(
         (SELECT count FROM rate_limit_counters WHERE key = :previous_key AND expires_at > :now), 0
-      )::float8 * :previous_ttl / :expiry AS weighted
-    )
+      ) AS count
+    ),
+    previous AS (SELECT count, count::float8 * :previous_ttl / :expiry AS weighted FROM counted)
     INSERT INTO rate_limit_counters AS c (key, count, expires_at)
     SELECT :key, :amount, :now + 2 * :expiry FROM previous WHERE floor(weighted) + :amount <= :limit
     ON CONFLICT (key) DO UPDATE SET
@@ -86,7 +89,16 @@ _SLIDE = text(
       expires_at = CASE WHEN c.expires_at <= :now THEN :now + 2 * :expiry ELSE c.expires_at END
     WHERE floor((SELECT weighted FROM previous)
                 + CASE WHEN c.expires_at <= :now THEN 0 ELSE c.count END) + :amount <= :limit
-    RETURNING count
+    RETURNING count, (SELECT count FROM previous)
+    """
+)
+# Tokens given back to the current windows of sliding-window counters, each at most down to zero:
+# one statement for every counter of a settlement.
+_REFUND = text(
+    """
+    UPDATE rate_limit_counters AS c SET count = c.count - least(r.cost, c.count)
+    FROM unnest(CAST(:keys AS text[]), CAST(:costs AS bigint[])) AS r(key, cost)
+    WHERE c.key = r.key AND c.expires_at > :now
     """
 )
 
@@ -257,7 +269,12 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
         self._forget(key)
         with begin as conn:
             # Twice the window: the counter is still read as the previous window during the next one.
-            return conn.execute(_SLIDE, params).first() is not None
+            row = conn.execute(_SLIDE, params).first()
+        if row is None:
+            return False
+        current, previous = int(row[0]), int(row[1])
+        self._note("sliding", key, _sliding(previous, current, expiry, now))
+        return True
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         if (window := self._recall("sliding", key)) is not None:
@@ -281,11 +298,26 @@ class PostgresStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
             {"p": previous_key, "c": current_key, "now": now},
         ).all()
         counts = {k: int(n) for k, n in rows}
-        previous, current = counts.get(previous_key, 0), counts.get(current_key, 0)
-        # Seconds until the previous window stops counting, and until the current one ends.
-        previous_ttl = _previous_ttl(now, expiry) if previous else 0.0
-        current_ttl = (1 - (now / expiry) % 1) * expiry + expiry
-        return previous, previous_ttl, current, current_ttl
+        return _sliding(counts.get(previous_key, 0), counts.get(current_key, 0), expiry, now)
+
+    def refund_sliding_windows(self, refunds: list[tuple[str, int, int]]) -> None:
+        """Give back `(key, expiry, cost)` to each counter's current window, at most its count:
+        a reservation made in the previous window is not refunded into this one, which would let
+        the two windows' sum exceed the limit."""
+        begin, now = self._begin()
+        keys = [self.sliding_window_keys(key, expiry, now)[1] for key, expiry, _ in refunds]
+        for key, _, _ in refunds:
+            self._forget(key)
+        with begin as conn:
+            conn.execute(_REFUND, {"keys": keys, "costs": [cost for *_, cost in refunds], "now": now})
+
+
+def _sliding(previous: int, current: int, expiry: int, now: float) -> tuple[int, float, int, float]:
+    """A sliding window as `limits` reads it: each count, with the seconds until the previous
+    window stops counting and until the current one ends."""
+    previous_ttl = _previous_ttl(now, expiry) if previous else 0.0
+    current_ttl = (1 - (now / expiry) % 1) * expiry + expiry
+    return previous, previous_ttl, current, current_ttl
 
 
 def _previous_ttl(now: float, expiry: int) -> float:

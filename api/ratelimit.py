@@ -111,20 +111,23 @@ class RateLimiter:
             scopes.insert(0, self._scope("key", str(principal.key_id)))
         return scopes
 
-    def admit(self, principal: Principal) -> Meter:
-        """Count one request against every scope; 429 if a scope has no requests or tokens left."""
+    def admit(self, principal: Principal, reserve: dict[str, int] | None = None) -> Meter:
+        """Count one request against every scope, and take `reserve` from the token counters
+        (`reserve` below) in the same transaction; 429 if a scope has no requests or tokens left."""
         with self._one_transaction():
-            return self._admit(self.scopes(principal))
+            return self._admit(self.scopes(principal), reserve or {})
 
-    def _admit(self, scopes: list[_Scope]) -> Meter:
+    def _admit(self, scopes: list[_Scope], costs: dict[str, int]) -> Meter:
         for s in scopes:
             for name, item in s.tokens.items():
-                if not self.tokens.test(item, name, s.kind, s.ident):
+                if costs.get(name, 0) <= 0 and not self.tokens.test(item, name, s.kind, s.ident):
                     raise self._refusal(
                         scopes, f"{_words(name)} rate limit reached ({item.amount}/min per {s.kind})"
                     )
+        taken = self._reserve(scopes, costs)  # the counters a reservation takes need no test
         for s in scopes:
             if not self.requests.hit(s.requests, "requests", s.kind, s.ident):
+                self._give_back(taken)  # the Postgres storage rolls back; a Redis one needs this
                 raise self._refusal(
                     scopes, f"request rate limit reached ({s.requests.amount}/min per {s.kind})"
                 )
@@ -150,7 +153,7 @@ class RateLimiter:
         with self._one_transaction():
             self._reserve(scopes, costs)
 
-    def _reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
+    def _reserve(self, scopes: list[_Scope], costs: dict[str, int]) -> list[tuple[_Scope, str, int]]:
         taken: list[tuple[_Scope, str, int]] = []
         for s in scopes:
             for name, item in s.tokens.items():
@@ -166,6 +169,7 @@ class RateLimiter:
                         f"{item.amount}/min per {s.kind} are left",
                     )
                 taken.append((s, name, cost))
+        return taken
 
     def give_back(self, scopes: list[_Scope], costs: dict[str, int]) -> None:
         """Return reserved tokens that were not used."""
@@ -173,6 +177,14 @@ class RateLimiter:
             self._give_back([(s, name, costs.get(name, 0)) for s in scopes for name in s.tokens])
 
     def _give_back(self, taken: list[tuple[_Scope, str, int]]) -> None:
+        taken = [(s, name, cost) for s, name, cost in taken if cost > 0]
+        if isinstance(self.storage, PostgresStorage):
+            refunds = [
+                (s.tokens[n].key_for(n, s.kind, s.ident), s.tokens[n].get_expiry(), c) for s, n, c in taken
+            ]
+            if refunds:
+                self.storage.refund_sliding_windows(refunds)  # one statement for them all
+            return
         for s, name, cost in taken:
             item = s.tokens[name]
             key = item.key_for(name, s.kind, s.ident)
@@ -222,10 +234,11 @@ def build_rate_limiter(state: AppState) -> RateLimiter | None:
     return RateLimiter(state.settings, limit_storage(state.settings, state.engine))
 
 
-def admit(state: AppState, principal: Principal) -> Meter:
-    """Admit one request of `principal` (any entry point: HTTP routes, the MCP server); 429 when over."""
+def admit(state: AppState, principal: Principal, reserve: dict[str, int] | None = None) -> Meter:
+    """Admit one request of `principal` (any entry point: HTTP routes, the MCP server), taking
+    `reserve` tokens with it; 429 when over."""
     limiter = state.rate_limiter
-    return Meter(None, []) if limiter is None else limiter.admit(principal)
+    return Meter(None, []) if limiter is None else limiter.admit(principal, reserve)
 
 
 def meter_of(state: AppState, principal: Principal) -> Meter:
@@ -235,11 +248,19 @@ def meter_of(state: AppState, principal: Principal) -> Meter:
 
 
 @traced("rate_limit")
-def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep) -> Meter:
-    """Admit the request under its key's and tenant's limits (ask, chat, search, agent runs)."""
-    meter = admit(state, principal)
-    request.state.rate_limit_headers = meter.headers  # added to the response by api/main.py
+def limit_request(
+    request: Request, principal: Principal, state: AppState, reserve: dict[str, int] | None = None
+) -> Meter:
+    """Admit an HTTP request (and its reservation); its headers go on the response (api/main.py)."""
+    meter = admit(state, principal, reserve)
+    request.state.rate_limit_headers = meter.headers
     return meter
+
+
+def rate_limited(request: Request, principal: CurrentPrincipal, state: StateDep) -> Meter:
+    """Admit the request under its key's and tenant's limits (search, agent runs: the routes that
+    generate admit with their reservation, api/charging.py `admit_reserving`)."""
+    return limit_request(request, principal, state)
 
 
 RateLimit = Annotated[Meter, Depends(rate_limited)]

@@ -19,11 +19,11 @@ from sqlalchemy import func, select
 from agents.tools import BUILTIN
 from api.admission import admitted
 from api.agent_runner import agent_gate
-from api.charging import charging, estimate_tokens, reserve
+from api.charging import admit_reserving, answer_worst_case, charging
 from api.deps import Principal, require_scope
 from api.document_text import parsed_text
 from api.metrics import recorded_answers
-from api.ratelimit import Meter, rate_limited
+from api.ratelimit import Meter, limit_request
 from api.scoping import get_in_tenant
 from api.state import AppState
 from core.errors import ClientError
@@ -54,7 +54,7 @@ class Caller:
         return self.principal.tenant_id
 
     def meter(self) -> Meter:
-        return rate_limited(self.request, self.principal, self.state)
+        return limit_request(self.request, self.principal, self.state)
 
 
 class Args(BaseModel):
@@ -179,7 +179,6 @@ async def search(caller: Caller, args: SearchArgs) -> dict:
 async def ask(caller: Caller, args: AskArgs) -> dict:
     """Answer a question from the collections, with citations and the claim check of each sentence."""
     tenant = caller.tenant("read")
-    meter = await asyncio.to_thread(caller.meter)
     question = Question(
         question=args.question,
         collections=args.collections,
@@ -187,13 +186,8 @@ async def ask(caller: Caller, args: AskArgs) -> dict:
         claim_check=args.claim_check,
         generation=Generation(max_tokens=args.max_tokens),
     )
-    qa = caller.state.settings.qa
-    held = await asyncio.to_thread(
-        reserve,
-        meter,
-        estimate_tokens(args.question) + qa.sources_token_budget,
-        args.max_tokens or qa.max_tokens,
-    )
+    worst = answer_worst_case(caller.state.settings.qa, args.question, args.max_tokens)
+    held = await asyncio.to_thread(admit_reserving, caller.request, caller.principal, caller.state, *worst)
     events = recorded_answers(answer(caller.state, tenant, question, persist=False), caller.state)
     done = [
         e

@@ -9,11 +9,10 @@ from fastapi import APIRouter, Request
 from sse_starlette import ServerSentEvent
 
 from api.admission import admitted
-from api.charging import charging, estimate_tokens, reserve
-from api.deps import ReadingTenant, StateDep
+from api.charging import admit_reserving, answer_worst_case, charging
+from api.deps import CurrentPrincipal, ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.metrics import admit_early, observed_route, recorded_answers
-from api.ratelimit import RateLimit
 from api.schemas.ask import AskOut
 from api.schemas.common import event_stream
 from api.streaming import event_source, sse
@@ -34,17 +33,14 @@ class AskBody(Question):
         "(this response's fields), each with its JSON as data; a failure midway ends with `event: error`."
     ),
 )
-async def ask(request: Request, body: AskBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit):
+async def ask(
+    request: Request, body: AskBody, principal: CurrentPrincipal, tenant: ReadingTenant, state: StateDep
+):
     """Answer a question from the collections' documents, citing the chunks it used."""
-    qa = state.settings.qa
     slots = state.answer_slots
     admit_early(state, slots, "ask", tenant)
-    held = await asyncio.to_thread(
-        reserve,
-        meter,
-        estimate_tokens(body.question) + qa.sources_token_budget,
-        body.generation.max_tokens or qa.max_tokens,
-    )
+    worst = answer_worst_case(state.settings.qa, body.question, body.generation.max_tokens)
+    held = await asyncio.to_thread(admit_reserving, request, principal, state, *worst)
     events = charging(
         admitted(recorded_answers(answer(state, tenant, body), state), slots, str(tenant)), held
     )

@@ -22,12 +22,12 @@ from sse_starlette import ServerSentEvent
 
 from api.admission import admitted
 from api.agent_runner import agent_gate
-from api.charging import charging, estimate_tokens, reserve
+from api.charging import admit_reserving, answer_worst_case, charging, estimate_tokens
 from api.chat_limits import build_constraint, check_openai_parameters, precompile
-from api.deps import ReadingTenant, StateDep
+from api.deps import CurrentPrincipal, ReadingTenant, StateDep
 from api.disconnect import unless_disconnected
 from api.metrics import admit_early, observed_route, recorded_answers
-from api.ratelimit import Meter, RateLimit
+from api.ratelimit import Meter
 from api.schemas.chat import PlatformChatChunk, PlatformChatCompletion
 from api.schemas.common import event_stream
 from api.state import AppState
@@ -188,11 +188,11 @@ def _worst_case(state: AppState, body: ChatBody) -> tuple[int, int]:
     each of their LLM calls is charged as it is made."""
     if body.model.startswith(AGENT_PREFIX):
         return 0, 0
-    prompt = estimate_tokens("".join(m.content for m in body.messages))
+    text = "".join(m.content for m in body.messages)
     asked = body.max_completion_tokens or body.max_tokens
     if body.model.startswith(RAG_PREFIX):
-        return prompt + state.settings.qa.sources_token_budget, asked or state.settings.qa.max_tokens
-    return prompt, asked or 256
+        return answer_worst_case(state.settings.qa, text, asked)
+    return estimate_tokens(text), asked or 256
 
 
 @router.post(
@@ -204,7 +204,7 @@ def _worst_case(state: AppState, body: ChatBody) -> tuple[int, int]:
     ),
 )
 async def chat_completions(
-    request: Request, body: ChatBody, tenant: ReadingTenant, state: StateDep, meter: RateLimit
+    request: Request, body: ChatBody, principal: CurrentPrincipal, tenant: ReadingTenant, state: StateDep
 ):
     """OpenAI chat completions; `rag/<collection>` answers from that collection with citations."""
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -212,7 +212,8 @@ async def chat_completions(
     # whole run as well would leave its calls waiting on it.
     slots = None if body.model.startswith(AGENT_PREFIX) else state.answer_slots
     admit_early(state, slots, "chat", tenant)
-    held = await asyncio.to_thread(reserve, meter, *_worst_case(state, body))
+    held = await asyncio.to_thread(admit_reserving, request, principal, state, *_worst_case(state, body))
+    meter = held.meter
     events = charging(admitted(_events(state, tenant, body, meter), slots, str(tenant)), held)
     events = observed_route(events, state, "chat", tenant)
     first = await anext(events)  # 4xx errors surface before any byte is sent

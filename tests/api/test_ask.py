@@ -8,6 +8,7 @@ import json
 import re
 import time
 
+import anyio.to_thread
 import httpx
 import openai
 import pytest
@@ -163,8 +164,8 @@ def _slo_failures(http: httpx.Client) -> float:
 
 def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa_collection, monkeypatch):
     """qa.max_concurrent_answers: one answer streaming holds the only slot; ask and chat get 503 +
-    Retry-After without waiting, before reserving any tokens (the ask before the rate limiter too),
-    and count against their SLOs; once it ends, answers are admitted again."""
+    Retry-After without waiting, before the rate limiter counts them or reserves any tokens, and
+    count against their SLOs; once it ends, answers are admitted again."""
     import api.ratelimit as ratelimit
     import api.routers.ask as ask_route
     import api.routers.chat as chat_route
@@ -177,11 +178,11 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
     )
     for module in (ask_route, chat_route):
 
-        def counted(*args, _real=module.reserve, _name=module.__name__):
+        def counted(*args, _real=module.admit_reserving, _name=module.__name__):
             reserved.append(_name)
             return _real(*args)
 
-        monkeypatch.setattr(module, "reserve", counted)
+        monkeypatch.setattr(module, "admit_reserving", counted)
     state = client.app.state.groundwork
     saved = state.settings
     capped = saved.qa.model_copy(update={"max_concurrent_answers": 1})
@@ -207,9 +208,9 @@ def test_answers_over_the_cap_get_503_at_once_and_the_slot_comes_back(client, qa
                     assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
                     assert refused.json()["error"]["code"] == "answers_busy"
                 assert reserved == []  # a refusal touched no token counters
-                # The ask is refused before the rate limiter (api/early_refusal.py); chat's refusal
-                # needs its body's model, so it is counted first.
-                assert limited == ["admit"]
+                # Both before the rate limiter: the ask in api/early_refusal.py, chat (whose
+                # refusal needs its body's model) in its route, before admission and reservation.
+                assert limited == []
                 assert _slo_failures(http) == failed_before + 2
                 assert any('"type": "done"' in line for line in lines)  # the first answer completes
             assert http.post("/v1/ask", json=ask).status_code == 200
@@ -252,3 +253,37 @@ def test_answers_and_searches_send_no_sql_from_the_event_loop(client, qa_collect
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert on_loop == [], on_loop
+
+
+def test_an_ask_hops_to_worker_threads_only_for_blocking_work(client, qa_collection, monkeypatch):
+    """Every hop to a worker thread and back waits behind whatever the event loop is busy with (under
+    another tenant's flood, its requests): dependencies that do no I/O run on the loop, and the
+    request's admission and token reservation are one hop. A quote answer's hops: the key lookup
+    (session, principal, commit), admission, then the pipeline's database and embedding calls."""
+    from api.observability import _request_scope
+
+    hops: list[str] = []
+    real_threadpool, real_to_thread = anyio.to_thread.run_sync, asyncio.to_thread
+
+    def hop(fn) -> None:
+        scope = _request_scope.get()  # the request's hops, not those of work earlier tests left
+        if scope is not None and scope["path"] == "/v1/ask":
+            hops.append(getattr(getattr(fn, "func", fn), "__qualname__", repr(fn)))
+
+    async def threadpool(fn, *args, **kwargs):
+        hop(fn)
+        return await real_threadpool(fn, *args, **kwargs)
+
+    async def to_thread(fn, *args, **kwargs):
+        hop(fn)
+        return await real_to_thread(fn, *args, **kwargs)
+
+    body = {"collection": "qa-docs", "question": QUESTION, "answer_mode": "quote"}
+    assert client.post("/v1/ask", json=body).status_code == 200  # models loaded before counting
+    monkeypatch.setattr(anyio.to_thread, "run_sync", threadpool)
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    assert client.post("/v1/ask", json=body).status_code == 200
+    for name in ("get_state", "get_settings_dep", "get_reading_tenant", "reserve", "rate_limited"):
+        assert name not in hops, hops
+    assert hops.count("admit_reserving") == 1 and "get_principal" in hops, hops
+    assert len(hops) <= 14, hops  # 17 with the dependencies above each a hop

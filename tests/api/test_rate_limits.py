@@ -97,6 +97,28 @@ def test_tokens_are_charged_after_the_answer_and_refuse_the_next_request(setting
     limiter.admit(other)  # another tenant's key is not affected
 
 
+def test_an_admission_refused_for_its_request_count_keeps_no_token_reservation(
+    settings, storage_url, db_engine
+):
+    """Admission takes a generation's reservation with the request (api/charging.py
+    `admit_reserving`): when the request count then refuses it, the tokens are not kept (Postgres
+    rolls the transaction back; on Redis they are given back), and a reservation the tokens
+    cannot hold takes no request."""
+    strict = _limited(settings, storage_url, requests_per_minute_per_key=2, tokens_per_minute_per_key=1_000)
+    limiter = RateLimiter(strict, limit_storage(strict, db_engine))
+    caller = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
+    with pytest.raises(ClientError) as too_big:
+        limiter.admit(caller, {"tokens": 1_001})
+    assert too_big.value.status == 429 and "token rate limit" in too_big.value.message
+    limiter.admit(caller, {"tokens": 300})
+    meter = limiter.admit(caller, {"tokens": 300})  # the second request: the first was not counted
+    assert meter.headers["x-ratelimit-remaining-tokens"] == "400"
+    with pytest.raises(ClientError) as refused:
+        limiter.admit(caller, {"tokens": 300})
+    assert "request rate limit" in refused.value.message
+    assert limiter.headers(meter.scopes)["x-ratelimit-remaining-tokens"] == "400"
+
+
 def test_document_quota_refuses_the_upload_that_would_exceed_it(settings, session_factory):
     strict = _limited(settings, None, max_documents_per_tenant=2)
     key = _key(session_factory, f"quota-{uuid.uuid4().hex[:8]}")
@@ -158,9 +180,10 @@ def test_token_reservations_hold_the_limit_exactly_under_8_concurrent_clients(
 
 
 def test_an_admitted_request_costs_few_round_trips_to_the_postgres_counters(settings, db_engine):
-    """Admission, a token reservation and its settlement, on the Postgres storage: every round trip
-    there is a wait for the database (and, under load, for a CPU), on every limited request."""
-    strict = _limited(settings, None, tokens_per_minute_per_key=10_000)
+    """Admission (alone, and with a generation's token reservation) and a settlement's refund, on the
+    Postgres storage: every round trip there is a wait for the database (and, under load, for a
+    CPU), on every limited request."""
+    strict = _limited(settings, None, tokens_per_minute_per_key=10_000, tokens_per_minute_per_tenant=20_000)
     limiter = RateLimiter(strict, limit_storage(strict, db_engine))
     caller, other = (Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"})) for _ in range(2))
     limiter.admit(other)  # the storage's first call also purges expired rows
@@ -170,29 +193,41 @@ def test_an_admitted_request_costs_few_round_trips_to_the_postgres_counters(sett
         sent.append(statement)
 
     event.listen(limiter.database_engine, "before_cursor_execute", listen)
-    meter = limiter.admit(caller)
-    admitted = len(sent)
-    limiter.reserve(meter.scopes, {"tokens": 300})
-    reserved = len(sent) - admitted
-    limiter.give_back(meter.scopes, {"tokens": 200})
-    settled = len(sent) - admitted - reserved
+    counts = []
+    for call in (
+        lambda: limiter.admit(caller),
+        lambda: limiter.admit(caller, {"tokens": 300}),
+        lambda: limiter.give_back(limiter.scopes(caller), {"tokens": 200}),
+    ):
+        before = len(sent)
+        call()
+        counts.append(len(sent) - before)
     event.remove(limiter.database_engine, "before_cursor_execute", listen)
+    windows = [
+        limiter.tokens.get_window_stats(s.tokens["tokens"], "tokens", s.kind, s.ident)
+        for s in limiter.scopes(caller)
+    ]
+    assert [w.remaining for w in windows] == [9_900, 19_900]  # the refund reached every counter
     limiter.close()
-    # Two scopes (key, tenant). Before one-statement hits: 14, 6 and 8 statements; before the
-    # headers were answered from the windows admission had just read and taken: 10, 2 and 4.
-    assert (admitted, reserved, settled) == (6, 2, 4), (admitted, reserved, settled)
+    # Two scopes (key, tenant). Before one-statement hits: 14 for admission, then 6 for a
+    # reservation and 8 for a refund; before headers answered from the windows admission had just
+    # read and taken: 10, 2 and 4; before the reservation was taken in admission's transaction and
+    # the refund was one statement: 6, then 6 + 2 with the reservation, and 4.
+    assert counts == [6, 6, 1], counts
 
 
 def test_admission_headers_match_the_counters_as_read_afterwards(settings, db_engine):
     """Admission answers its `x-ratelimit-*` headers from the windows it read and took in its
-    transaction (api/limit_storage.py); read again afterwards, the counters say the same."""
+    transaction (api/limit_storage.py), its reservation's included; read again afterwards, the
+    counters say the same."""
     strict = _limited(settings, None, requests_per_minute_per_key=50, tokens_per_minute_per_key=10_000)
     limiter = RateLimiter(strict, limit_storage(strict, db_engine))
     caller = Principal(uuid.uuid4(), uuid.uuid4(), frozenset({"read"}))
     for hits in (1, 2, 3):
-        meter = limiter.admit(caller)
+        meter = limiter.admit(caller, {"tokens": 100} if hits > 1 else None)
         again = limiter.headers(meter.scopes)
         assert meter.headers["x-ratelimit-remaining-requests"] == str(50 - hits), meter.headers
+        assert meter.headers["x-ratelimit-remaining-tokens"] == str(10_000 - 100 * (hits - 1))
         for name in ("requests", "tokens"):
             assert meter.headers[f"x-ratelimit-remaining-{name}"] == again[f"x-ratelimit-remaining-{name}"]
             reset, reset_again = (int(h[f"x-ratelimit-reset-{name}"][:-1]) for h in (meter.headers, again))
